@@ -1,0 +1,70 @@
+"""The uniform shape every implementation under test takes: NumPy arrays in, NumPy arrays out."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run here; ``reason`` says why not (package absent, no GPU, ...)."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+AVAILABLE = Availability(True, "")
+
+
+def module_missing(*modules: str) -> Availability | None:
+    """An Availability naming the first absent module, or None when all import."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            return Availability(False, f"python package {module!r} is not installed")
+    return None
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation a backend implements, with the profile its output is judged under."""
+
+    name: str
+    profile: str
+    run: Callable[..., Any]
+    note: str = ""
+
+
+class Backend:
+    """Base class of every adapter.
+
+    Subclasses set ``name`` and ``description``, implement ``available()`` and ``ops()``.
+    Each op's callable takes and returns NumPy arrays; the adapter moves data to torch and to
+    the device itself. Canonical op names and their signatures are listed in
+    ``mxgate.kernels.ops_catalogue``.
+    """
+
+    name: str = ""
+    description: str = ""
+
+    def available(self) -> Availability:
+        return AVAILABLE
+
+    def ops(self) -> dict[str, Op]:
+        raise NotImplementedError
+
+    def implements(self, op: str) -> bool:
+        return op in self.ops()
+
+    def op(self, op: str) -> Op:
+        table = self.ops()
+        if op not in table:
+            raise ValueError(f"op must be one of {sorted(table)} for backend {self.name!r}; got {op!r}")
+        return table[op]
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"

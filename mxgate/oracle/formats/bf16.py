@@ -1,0 +1,29 @@
+"""BF16: float32 rounded to nearest even at bit 16."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mxgate.oracle._validate import as_float32
+from mxgate.oracle.bits import ABS32, EXP32, f32_bits
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bit patterns (uint16), round to nearest even; NaN stays NaN (quieted)."""
+    u = f32_bits(as_float32(x, "x"))
+    rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
+    is_nan = (u & ABS32) > EXP32
+    quiet_nan = (u >> np.uint32(16)) | np.uint32(0x0040)
+    return np.where(is_nan, quiet_nan, rounded).astype(np.uint16)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) -> float32 (exact)."""
+    if not isinstance(bits, np.ndarray) or bits.dtype != np.uint16:
+        raise TypeError("bits must be a numpy array of uint16 bf16 bit patterns")
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16 (returned as float32)."""
+    return bf16_to_f32(bf16_bits(x))

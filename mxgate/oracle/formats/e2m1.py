@@ -1,0 +1,128 @@
+"""E2M1 (FP4): 1 sign, 2 exponent (bias 1), 1 mantissa bit; no Inf, no NaN.
+
+Codes 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign. Element 2i of a packed row sits
+in the low nibble of byte i, element 2i+1 in the high nibble.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._validate import as_float32, as_uint8
+from mxgate.oracle.bits import ABS32, f32_bits, pow2_f32
+from mxgate.oracle.rounding import classify, lookup
+
+MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+_KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
+_MAX_CODE = 7
+_SIGN = 8
+VALUES = np.concatenate([MAGNITUDES, -MAGNITUDES]).astype(np.float32)  # decode table, code -> value
+
+
+def _nan_codes_torchao(bits: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    # torchao's integer path runs on the NaN's own bits: exponent rebias plus round-half-even
+    # at mantissa bit 22, then the low byte of the shifted word.
+    magnitude = (bits & ABS32).astype(np.uint64)
+    odd = (magnitude >> np.uint64(22)) & np.uint64(1)
+    word = (magnitude + np.uint64(0xC11FFFFF) + odd) & np.uint64(0xFFFFFFFF)
+    code = ((word >> np.uint64(22)) & np.uint64(0xFF)).astype(np.uint8)
+    return code | (negative.astype(np.uint8) << 3)
+
+
+@cache
+def table(profile_name: str) -> np.ndarray:
+    """The rounding table of one profile: 4096 uint8 codes (see ``rounding``)."""
+    p = _profiles.get(profile_name)
+    c = classify(_KEEP_BITS, MAGNITUDES, 8.0, p.tie)
+    magnitude = c.index.astype(np.uint8)
+    magnitude[c.overflow] = _MAX_CODE
+    if p.zero_sign == "keep":
+        sign = c.negative
+    elif p.zero_sign == "if_negative":
+        sign = c.negative & (c.bits & ABS32 != 0)
+    else:
+        sign = c.negative & (magnitude != 0)
+    code = magnitude | (sign.astype(np.uint8) << 3)
+    if p.inf == "neg_max":
+        code[c.is_inf] = _SIGN | _MAX_CODE
+    else:
+        code[c.is_inf] = _MAX_CODE | (c.negative[c.is_inf].astype(np.uint8) << 3)
+    nan = c.is_nan
+    nan_codes = {
+        "max_signed": _MAX_CODE | (c.negative.astype(np.uint8) << 3),
+        "pos_max": np.full(code.shape, _MAX_CODE, np.uint8),
+        "neg_max": np.full(code.shape, _SIGN | _MAX_CODE, np.uint8),
+        "zero": np.zeros(code.shape, np.uint8),
+        "inverted_zero": (~c.negative).astype(np.uint8) << 3,
+        "torchao_bits": _nan_codes_torchao(c.bits, c.negative),
+    }[p.nan]
+    code[nan] = nan_codes[nan]
+    code.setflags(write=False)
+    return code
+
+
+def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, scale: np.ndarray | None = None) -> np.ndarray:
+    """float32 -> E2M1 codes (uint8, one per element, not packed) under ``profile``.
+
+    scale: optional e8m0 bytes broadcastable to x. The input is first divided by 2^(byte - 127)
+    in float32 (exact unless the quotient underflows below 2^-126, where every profile gives a
+    zero code), which is what the gfx950 scaled converter and the software quantizers do.
+    """
+    p = _profiles.get(profile)
+    x32 = as_float32(x, "x")
+    if scale is not None:
+        scale = as_uint8(scale, "scale")
+        x32 = scaled_by_e8m0(x32, scale)
+    return lookup(f32_bits(x32), table(p.name), _KEEP_BITS)
+
+
+@cache
+def e8m0_divisor_reciprocals() -> np.ndarray:
+    """float32 2^(127 - byte) for every e8m0 byte (exact, 2^-127 is a float32 subnormal); NaN for 255."""
+    factors = pow2_f32(127 - np.arange(255))
+    out = np.append(factors, np.float32(np.nan)).astype(np.float32)
+    out.setflags(write=False)
+    return out
+
+
+def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """x / 2^(scale - 127) in float32 as a multiply by an exact power of two.
+
+    The product is exact unless it underflows below 2^-126, where every profile's code is
+    zero; scale byte 255 (NaN) makes every element NaN.
+    """
+    return np.multiply(x32, e8m0_divisor_reciprocals()[scale], dtype=np.float32)
+
+
+def decode_e2m1(codes: np.ndarray) -> np.ndarray:
+    """E2M1 codes (uint8, low nibble used) -> float32; 0x8 decodes to -0.0."""
+    codes = as_uint8(codes, "codes")
+    if codes.size and codes.max() > 0xF:
+        raise ValueError("codes must hold one E2M1 code (0..15) per byte; use unpack_nibbles for packed bytes")
+    return VALUES[codes]
+
+
+def pack_nibbles(codes: np.ndarray) -> np.ndarray:
+    """[..., 2n] codes -> [..., n] bytes: element 2i in the low nibble, 2i+1 in the high nibble."""
+    codes = as_uint8(codes, "codes")
+    if codes.ndim == 0 or codes.shape[-1] % 2:
+        raise ValueError(f"codes last dimension must be even, got shape {codes.shape}")
+    if codes.size and codes.max() > 0xF:
+        raise ValueError("codes must be E2M1 codes in 0..15")
+    pairs = np.ascontiguousarray(codes).view(np.uint16)  # little-endian: low byte = even element
+    packed = (pairs & np.uint16(0x000F)) | ((pairs >> np.uint16(4)) & np.uint16(0x00F0))
+    return packed.astype(np.uint8)
+
+
+def unpack_nibbles(packed: np.ndarray) -> np.ndarray:
+    """[..., n] bytes -> [..., 2n] codes (inverse of pack_nibbles)."""
+    packed = as_uint8(packed, "packed")
+    if packed.ndim == 0:
+        raise ValueError("packed must have at least one dimension")
+    out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), dtype=np.uint8)
+    out[..., 0::2] = packed & 0x0F
+    out[..., 1::2] = packed >> 4
+    return out

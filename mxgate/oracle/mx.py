@@ -1,0 +1,91 @@
+"""MX block quantization: groups of ``group`` float32 -> packed E2M1 codes + one e8m0 byte."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle._validate import as_float32, as_uint8, check_group
+from mxgate.oracle.bits import ABS32, f32_bits
+from mxgate.oracle.formats import e2m1
+from mxgate.oracle.formats.e8m0 import decode_e8m0
+from mxgate.oracle.rounding import CHUNK, lookup
+from mxgate.oracle.scales import e8m0_scale
+
+
+def block_amax(x32: np.ndarray, group: int) -> np.ndarray:
+    """Largest magnitude per group (float32); NaN anywhere in a group gives NaN.
+
+    Magnitudes compare as integers on their bits: exact, and NaN bits sort above Inf.
+    """
+    groups = f32_bits(x32).reshape(-1, group)
+    amax = np.empty(groups.shape[0], dtype=np.uint32)
+    rows = max(CHUNK // group, 1)
+
+    def work(first: int, last: int) -> None:
+        for start in range(first, last, rows):  # chunked so the masked copy stays in cache
+            stop = min(start + rows, last)
+            np.max(groups[start:stop] & ABS32, axis=1, out=amax[start:stop])
+
+    run_ranges(groups.shape[0], work, weight=group)
+    return amax.view(np.float32).reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
+
+
+def quantize_mx(
+    x: np.ndarray, profile: str | _profiles.Profile = "gfx950", group: int = 32
+) -> tuple[np.ndarray, np.ndarray]:
+    """x [..., N] (float32 or bf16) -> (packed uint8 [..., N/2], e8m0 uint8 [..., N/group]).
+
+    Each group's scale follows the profile's policy from the group's amax; each element is
+    divided by the scale in float32 and rounded to E2M1 under the profile.
+    """
+    p = _profiles.get(profile)
+    x32 = as_float32(x, "x")
+    if x32.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    check_group(x32.shape[-1], group, "x")
+    scales = e8m0_scale(block_amax(x32, group), p)
+    factor = e2m1.e8m0_divisor_reciprocals()[scales.reshape(-1)]
+    groups = np.ascontiguousarray(x32).reshape(-1, group)
+    packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)
+    table = e2m1.table(p.name)
+    rows_per_chunk = max(CHUNK // group, 1)
+
+    def work(first: int, last: int) -> None:
+        codes = np.empty((rows_per_chunk, group), dtype=np.uint8)
+        for start in range(first, last, rows_per_chunk):
+            stop = min(start + rows_per_chunk, last)
+            part = codes[: stop - start]
+            scaled = groups[start:stop] * factor[start:stop, None]
+            lookup(scaled.view(np.uint32), table, 11, out=part)
+            _pack_into(part, packed[start:stop])
+
+    run_ranges(groups.shape[0], work, weight=group)
+    packed = packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
+    return packed, scales
+
+
+def _pack_into(codes: np.ndarray, out: np.ndarray) -> None:
+    pairs = codes.view(np.uint16)  # little-endian: the even element is the low byte
+    low = pairs & np.uint16(0x000F)
+    low |= (pairs >> np.uint16(4)) & np.uint16(0x00F0)
+    np.copyto(out, low, casting="unsafe")
+
+
+def dequantize_mx(
+    packed: np.ndarray, e8m0: np.ndarray, profile: str | _profiles.Profile = "gfx950", group: int = 32
+) -> np.ndarray:
+    """(packed [..., N/2], e8m0 [..., N/group]) -> float32 [..., N] under the profile's e8m0 decoding."""
+    p = _profiles.get(profile)
+    packed = as_uint8(packed, "packed")
+    e8m0 = as_uint8(e8m0, "e8m0")
+    codes = e2m1.unpack_nibbles(packed)
+    check_group(codes.shape[-1], group, "packed (unpacked)")
+    if e8m0.shape != codes.shape[:-1] + (codes.shape[-1] // group,):
+        raise ValueError(
+            f"e8m0 must have shape {codes.shape[:-1] + (codes.shape[-1] // group,)} for packed {packed.shape}, got {e8m0.shape}"
+        )
+    values = e2m1.VALUES[codes].reshape(codes.shape[:-1] + (-1, group))
+    scale = decode_e8m0(e8m0, p)[..., None]
+    return (values * scale).astype(np.float32).reshape(codes.shape)

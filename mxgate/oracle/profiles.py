@@ -1,0 +1,228 @@
+"""Named semantic profiles: every difference between shipped FP4/FP8 quantizers as data.
+
+A profile fixes how a float32 becomes an E2M1 code (ties, sign of zero, NaN and Inf), how a
+block's e8m0 scale is chosen (policy, arithmetic, amax floor, clamp), how e8m0 bytes 0 and 255
+decode, and the FP8 choices of the indexer op. Code reads these fields; it never branches on a
+profile's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+TieRule = Literal["even", "zero", "away", "down"]
+ZeroSign = Literal["keep", "if_negative", "clear"]
+NanRule = Literal["max_signed", "pos_max", "neg_max", "zero", "inverted_zero", "torchao_bits"]
+InfRule = Literal["saturate", "neg_max"]
+ScalePolicy = Literal["rceil", "rceil_log2f", "floor", "ceil", "even"]
+ScaleArithmetic = Literal["reciprocal", "divide"]
+FloorWhere = Literal["before", "after"]
+Byte0 = Literal["pow2", "zero"]
+Byte255 = Literal["nan", "inf"]
+Fp8Variant = Literal["fn", "fnuz"]
+Fp8Overflow = Literal["nan", "saturate", "satfinite"]
+Ue8m0Rounding = Literal["log2f", "bitwise"]
+
+# fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
+AITER_AMAX_FLOOR = 6.0 * 2.0**-126
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One shipped implementation's quantization semantics.
+
+    Element fields (float32 -> E2M1, after division by the block scale):
+      tie        even: half to even; zero: toward zero; away: away from zero;
+                 down: toward -inf (argmin over an ascending grid keeps the lower value).
+      zero_sign  keep: the sign bit survives (-0 and small negatives give 0x8);
+                 if_negative: sign from ``x < 0`` (-0.0 gives 0x0, -0.1 gives 0x8);
+                 clear: any result of magnitude zero is 0x0.
+      nan        max_signed: +-6 with the NaN's sign; pos_max: 0x7 whatever the sign;
+                 neg_max: 0xF; zero: 0x0; inverted_zero: +NaN -> 0x8, -NaN -> 0x0;
+                 torchao_bits: the integer rounding path applied to the NaN's bits.
+      inf        saturate: +-6 with sign; neg_max: 0xF whatever the sign.
+    Scale fields (one e8m0 per group of 32):
+      scale_policy      rceil: bitwise ceil_pow2(amax/6); rceil_log2f: ceil(log2f(amax/6))
+                        with a correctly rounded log2f; floor: floor_log2(amax) - 2;
+                        ceil: ceil_pow2(amax)/4; even: round amax's mantissa, then / 4.
+      scale_arithmetic  reciprocal: amax * fl(1/6); divide: correctly rounded amax / 6.
+      amax_floor        None or the floor value; floor_where before: max(amax, floor) first;
+                        after: max(amax/6, floor).
+      exp_clamp         None or (lo, hi) on the biased e8m0 exponent.
+      byte0, byte255    how e8m0 bytes 0 and 255 decode (2^-127 or 0.0; NaN or Inf).
+    FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow, ue8m0_rounding.
+    Front end (indexer op): fma_contraction, the default member of the admissible set.
+    """
+
+    name: str
+    shipped_by: str
+    tie: TieRule = "even"
+    zero_sign: ZeroSign = "keep"
+    nan: NanRule = "max_signed"
+    inf: InfRule = "saturate"
+    scale_policy: ScalePolicy = "rceil"
+    scale_arithmetic: ScaleArithmetic = "reciprocal"
+    amax_floor: float | None = AITER_AMAX_FLOOR
+    floor_where: FloorWhere = "before"
+    exp_clamp: tuple[int, int] | None = None
+    byte0: Byte0 = "pow2"
+    byte255: Byte255 = "nan"
+    fp8_variant: Fp8Variant = "fn"
+    fp8_overflow: Fp8Overflow = "nan"
+    ue8m0_rounding: Ue8m0Rounding = "log2f"
+    fma_contraction: bool = True
+    notes: str = ""
+
+    def differences(self, other: Profile) -> dict[str, tuple[object, object]]:
+        """Fields whose values differ: {field: (self's value, other's value)}."""
+        return {
+            f.name: (getattr(self, f.name), getattr(other, f.name))
+            for f in fields(self)
+            if f.name not in ("name", "shipped_by", "notes")
+            and getattr(self, f.name) != getattr(other, f.name)
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_GFX950 = Profile(
+    name="gfx950",
+    shipped_by="AMD gfx950 v_cvt_scalef32_pk_fp4_f32 as driven by AITER indexer_qk_rope_quant_and_cache "
+    "(PR #5484): RCEIL scale with amax floor 6*2^-126 and amax*fl(1/6)",
+    notes="NaN rule from AMD's emulation and device test, not measured here.",
+)
+
+_PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        _GFX950,
+        replace(
+            _GFX950,
+            name="aiter-per1x32",
+            shipped_by="AITER per_1x32_f4_quant_hip: gfx950 elements, amax floor 1e-10 before, amax*fl(1/6)",
+            amax_floor=1e-10,
+        ),
+        replace(
+            _GFX950,
+            name="aiter-py",
+            shipped_by="AITER f32_to_mxfp4 (torchao f32_to_f4_unpacked)",
+            nan="torchao_bits",
+            notes="NaN code depends on the payload: the integer rounding path runs on the NaN's bits.",
+        ),
+        replace(
+            _GFX950,
+            name="aiter-gfx942",
+            shipped_by="AITER software fallback even_round_e2m1 on gfx942 (after PR #3992)",
+            zero_sign="if_negative",
+            nan="zero",
+            fp8_variant="fnuz",
+        ),
+        replace(
+            _GFX950,
+            name="argmin",
+            shipped_by="AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py input generator (argmin over the grid)",
+            tie="down",
+            zero_sign="clear",
+            nan="neg_max",
+            inf="neg_max",
+            scale_policy="rceil_log2f",
+            scale_arithmetic="divide",
+            amax_floor=1e-8,
+            exp_clamp=(0, 255),
+            notes="scale = ceil(log2(amax/6)) with torch log2; modelled as a correctly rounded log2f.",
+        ),
+        replace(
+            _GFX950,
+            name="threshold",
+            shipped_by="sglang 0.5.23 quantize_fp4_indexer_row (_fp4_e2m1_code, rne=False)",
+            tie="zero",
+            zero_sign="clear",
+            nan="pos_max",
+            scale_arithmetic="divide",
+            amax_floor=1e-4,
+            floor_where="after",
+            exp_clamp=(1, 254),
+            byte255="inf",
+            notes="NaN: min(|NaN|, 6) is 6 on PTX min; the interpreter may differ.",
+        ),
+        replace(
+            _GFX950,
+            name="sglang-rne",
+            shipped_by="sglang 0.5.23 quantize_fp4_indexer_row with rne=True",
+            zero_sign="clear",
+            nan="pos_max",
+            scale_arithmetic="divide",
+            amax_floor=1e-4,
+            floor_where="after",
+            exp_clamp=(1, 254),
+            byte255="inf",
+        ),
+        replace(
+            _GFX950,
+            name="deepgemm",
+            shipped_by="DeepGEMM reference FP4 indexer quantizer",
+            tie="zero",
+            zero_sign="clear",
+            nan="pos_max",
+            scale_arithmetic="divide",
+            amax_floor=1e-4,
+            exp_clamp=(1, 254),
+        ),
+        replace(
+            _GFX950,
+            name="cuda-satfinite",
+            shipped_by="vLLM MXFP4 (cvt.rn.satfinite.e2m1x2.f32); CUDA 13 __nv_cvt_float2_to_fp4x2",
+            nan="pos_max",
+            fp8_overflow="satfinite",
+        ),
+        replace(
+            _GFX950,
+            name="ocp",
+            shipped_by="OCP Microscaling Formats (MX) v1.0",
+            scale_policy="floor",
+            amax_floor=None,
+            notes="NaN conversion is implementation-defined in OCP MX; the oracle uses max_signed.",
+        ),
+        replace(
+            _GFX950,
+            name="ml_dtypes",
+            shipped_by="ml_dtypes 0.6 astype(float4_e2m1fn) (elements), RCEIL scale without floor",
+            nan="inverted_zero",
+            amax_floor=None,
+            notes="Elements measured over all 2^32 float32 inputs.",
+        ),
+        replace(
+            _GFX950,
+            name="microxcaling",
+            shipped_by="microsoft/microxcaling default rounding 'nearest' (half away from zero)",
+            tie="away",
+            scale_policy="floor",
+            amax_floor=None,
+            notes="A block holding NaN becomes NaN: its scale byte is 0xFF.",
+        ),
+    )
+}
+
+
+def names() -> list[str]:
+    """All profile names, in registry order."""
+    return list(_PROFILES)
+
+
+def get(name: str | Profile) -> Profile:
+    """Look a profile up by name (a Profile passes through unchanged)."""
+    if isinstance(name, Profile):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"profile must be a profile name (str) or Profile, got {type(name).__name__}")
+    try:
+        return _PROFILES[name]
+    except KeyError:
+        raise ValueError(f"profile must be one of {', '.join(_PROFILES)}; got {name!r}") from None
+
+
+def hardware() -> Profile:
+    """The profile every other one is compared with: the gfx950 hardware converter."""
+    return _GFX950

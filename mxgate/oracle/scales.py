@@ -1,0 +1,172 @@
+"""Block and token scales: e8m0 policies (SPEC section 3) and the FP8 per-token scale (section 4).
+
+Only bit operations and correctly rounded float32 arithmetic decide a scale. Where a kernel
+rounds through ``log2f``, the oracle uses a precomputed threshold table (``log2f_threshold_table``)
+derived with 60-digit decimal arithmetic, never a platform log2.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, getcontext
+from functools import cache
+
+import numpy as np
+
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._validate import as_float32, check_choice
+from mxgate.oracle.bits import ABS32, EXP32, MANT32, f32_bits, pow2_f32
+
+RECIP_6 = np.float32(1.0) / np.float32(6.0)  # fl(1/6) = 0x3E2AAAAB
+_MIN_K = -149  # log2 of the smallest float32 subnormal
+_MAX_K = 127
+
+
+def _half_gap(k: int) -> Decimal:
+    """Distance from the integer k up to the float32 rounding boundary in the direction of k+1.
+
+    fl(log2 s) == k for s = 2^k (1 + f) exactly when log2(1 + f) is below this distance.
+    """
+    if k == 0:
+        return Decimal(0)  # any positive log2 is representable on its own: never rounds to 0
+    a = abs(k)
+    e = a.bit_length() - 1  # a in [2^e, 2^(e+1))
+    if k > 0 or a != 1 << e:
+        return Decimal(2) ** (e - 24)  # half an ulp of the binade [2^e, 2^(e+1))
+    return Decimal(2) ** (e - 25)  # just below a power of two the spacing halves
+
+
+@cache
+def log2f_threshold_table() -> np.ndarray:
+    """J(k) for k = -149..127: the largest 23-bit mantissa M with fl32(log2(2^k (1 + M 2^-23))) == k.
+
+    ceil(log2f(s)) is k when s's mantissa is <= J(k), else k + 1 (for a correctly rounded log2f).
+    Index the result with k + 149.
+    """
+    getcontext().prec = 60
+    table = np.zeros(_MAX_K - _MIN_K + 1, dtype=np.int64)
+    for k in range(_MIN_K, _MAX_K + 1):
+        h = _half_gap(k)
+        if h == 0:
+            continue
+        bound = ((Decimal(2) ** h) - 1) * (1 << 23)  # M < bound, and bound is irrational
+        table[k - _MIN_K] = max(int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1, 0)
+    table.setflags(write=False)
+    return table
+
+
+def _exponent_and_mantissa(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(k, M) with s = 2^k (1 + M 2^-23) for positive finite float32 bits u (subnormals normalised)."""
+    field = ((u & EXP32) >> np.uint32(23)).astype(np.int64)
+    mant = (u & MANT32).astype(np.int64)
+    # Subnormal: leading bit position p from the exact float32 conversion of the integer mantissa.
+    lead = ((f32_bits(mant.astype(np.float32)) >> np.uint32(23)).astype(np.int64)) - 127
+    lead = np.maximum(lead, 0)
+    sub_mant = np.left_shift(mant - np.left_shift(1, lead), 23 - lead)
+    normal = field > 0
+    k = np.where(normal, field - 127, lead - 149)
+    return k, np.where(normal, mant, sub_mant)
+
+
+def ceil_log2f(s: np.ndarray) -> np.ndarray:
+    """ceil(log2f(s)) as int32 for positive finite float32 s, log2f correctly rounded."""
+    s32 = as_float32(s, "s")
+    u = f32_bits(s32)
+    if np.any((u & ABS32 == 0) | (u >= EXP32)):
+        raise ValueError("s must be positive and finite for ceil_log2f")
+    return _ceil_log2f_bits(u)
+
+
+def _ceil_log2f_bits(u: np.ndarray) -> np.ndarray:
+    k, mant = _exponent_and_mantissa(u)
+    limit = log2f_threshold_table()[np.clip(k, _MIN_K, _MAX_K) - _MIN_K]
+    return (k + (mant > limit)).astype(np.int32)
+
+
+def _ceil_pow2_biased(u: np.ndarray) -> np.ndarray:
+    """Biased exponent of ceil_pow2(v) from v's bits: bump the field when any mantissa bit is set."""
+    field = ((u & EXP32) >> np.uint32(23)).astype(np.int64)
+    bump = ((u & MANT32) != 0) & (field != 0xFF)
+    return field + bump
+
+
+def _floor_log2_biased(u: np.ndarray) -> np.ndarray:
+    k, _ = _exponent_and_mantissa(u)
+    return k + 127
+
+
+def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
+    """e8m0 byte per block from its amax (float32 >= 0; NaN and Inf give 0xFF) under the profile."""
+    p = _profiles.get(profile)
+    a = as_float32(amax, "amax")
+    if np.any(a < 0):
+        raise ValueError("amax must be >= 0 (the largest magnitude of a block)")
+    a = np.asarray(a, dtype=np.float32)
+    if p.amax_floor is not None and p.floor_where == "before":
+        a = np.maximum(a, np.float32(p.amax_floor))
+    special = ~np.isfinite(a)
+    if p.scale_policy in ("rceil", "rceil_log2f"):
+        v = a * RECIP_6 if p.scale_arithmetic == "reciprocal" else a / np.float32(6.0)
+        v = np.asarray(v, dtype=np.float32)
+        if p.amax_floor is not None and p.floor_where == "after":
+            v = np.maximum(v, np.float32(p.amax_floor))
+        u = f32_bits(v)
+        if p.scale_policy == "rceil":
+            biased = _ceil_pow2_biased(u)
+        else:
+            positive = (u & ABS32) != 0
+            safe = np.where(positive & ~special, u, np.uint32(0x3F800000))
+            biased = np.where(positive, _ceil_log2f_bits(safe).astype(np.int64) + 127, 0)
+    else:
+        u = f32_bits(a)
+        if p.scale_policy == "floor":
+            safe = np.where((u & ABS32) != 0, u, np.uint32(0x3F800000))
+            biased = np.where((u & ABS32) != 0, _floor_log2_biased(safe), 0) - 2
+        elif p.scale_policy == "ceil":
+            biased = _ceil_pow2_biased(u) - 2
+        else:  # even: round amax's mantissa to one bit (FP4), then floor
+            rounded = (u + np.uint32(0x200000)) & np.uint32(0xFF800000)
+            biased = ((rounded & EXP32) >> np.uint32(23)).astype(np.int64) - 2
+    biased = np.clip(biased, 0, 0xFF)
+    if p.exp_clamp is not None:
+        biased = np.clip(biased, *p.exp_clamp)
+    biased = np.where(special, 0xFF, biased)
+    return biased.astype(np.uint8)
+
+
+def ue8m0_round(s: np.ndarray, rounding: str = "log2f") -> np.ndarray:
+    """Power-of-two scale at or above s: exp2f(ceilf(log2f(s))) ('log2f') or bitwise ceil_pow2."""
+    check_choice(rounding, "rounding", ("log2f", "bitwise"))
+    s32 = as_float32(s, "s")
+    u = f32_bits(s32)
+    if np.any((u & np.uint32(0x80000000)) != 0) or np.any((u & ABS32) == 0) or np.any((u & ABS32) >= EXP32):
+        raise ValueError("s must be positive and finite")
+    if rounding == "log2f":
+        k = _ceil_log2f_bits(u).astype(np.int64)
+    else:
+        k = _ceil_pow2_biased(u) - 127
+        k = np.where(((u & EXP32) == 0), np.maximum(k, -126), k)  # subnormal s: ceil is 2^-126
+    inf = np.float32(np.inf)
+    return np.where(k > 127, inf, pow2_f32(np.clip(k, -149, 127))).astype(np.float32)
+
+
+def fp8_token_scale(
+    amax: np.ndarray,
+    fp8_max: float,
+    *,
+    arithmetic: str,
+    amax_floor: float,
+    scale_fmt: str | None = None,
+    rounding: str = "log2f",
+) -> np.ndarray:
+    """FP8 per-token scale: max(amax, floor) * fl(1/fp8_max) ('reciprocal', Q path) or
+    / fp8_max ('divide', K path); with scale_fmt 'ue8m0' rounded up to a power of two."""
+    check_choice(arithmetic, "arithmetic", ("reciprocal", "divide"))
+    a = np.maximum(as_float32(amax, "amax"), np.float32(amax_floor))
+    if arithmetic == "reciprocal":
+        s = a * (np.float32(1.0) / np.float32(fp8_max))
+    else:
+        s = a / np.float32(fp8_max)
+    s = np.asarray(s, dtype=np.float32)
+    if scale_fmt == "ue8m0":
+        s = ue8m0_round(s, rounding)
+    return s
