@@ -1,0 +1,4 @@
+"""The conformance gate: run any backend against the oracle and the golden vectors.
+
+Run it as ``pytest --pyargs mxgate.conformance --backend NAME`` or ``mxgate check``.
+"""
