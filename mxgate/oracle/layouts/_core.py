@@ -1,0 +1,674 @@
+"""Layout machinery shared by every cache/scale layout: fields, validation, scatter, gather,
+index maps, region maps and the byte -> logical inverse.
+
+Two independent descriptions of each layout live in its subclass:
+  * ``_offsets``: SPEC section 5's formula, evaluated on int64 coordinate arrays. ``index_map``,
+    ``offset_of`` and ``regions`` use it.
+  * ``_views``: strided NumPy views of the buffer whose leading axes are the slot's mixed-radix
+    digits and whose trailing axes are the row's bytes. ``scatter``, ``gather`` and ``locate``
+    use them (fast: one advanced-index assignment per field).
+The tests check that the two agree byte for byte, so a typo in either shows up.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+POISON = 0xA5
+"""Byte used to pre-fill buffers, so untouched bytes can be told apart from written ones."""
+
+UNWRITTEN, DATA, SCALE, ZERO_PAD = 0, 1, 2, 3
+REGION_NAMES: dict[int, str] = {UNWRITTEN: "unwritten", DATA: "data", SCALE: "scale",
+                                ZERO_PAD: "zero_pad"}
+
+Unit = Literal["nibble", "byte", "f32le", "i32le"]
+_WORD_UNITS = ("f32le", "i32le")
+_WORD_DTYPES = {"f32le": np.dtype("<f4"), "i32le": np.dtype("<i4")}
+
+SlotRule = Literal["slot", "row_mask"]
+Dims = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One logical array stored in a layout (or a zero-padding region of it).
+
+    axes:  logical axes of one element; axes[0] is the slot/token/row axis. For a nibble field
+           the last axis counts dims (two per stored byte), for a word field there is no
+           per-byte axis (the 4 bytes of the word are one element).
+    unit:  nibble (two dims per byte, low nibble = even dim), byte, f32le / i32le (a 4-byte
+           little-endian word per element).
+    dtype: dtype of the logical array handed to scatter / returned by gather.
+    role:  region code of its bytes (DATA, SCALE or ZERO_PAD).
+    """
+
+    name: str
+    role: int
+    axes: tuple[str, ...]
+    unit: Unit
+    dtype: np.dtype
+    doc: str
+
+
+class IndexMap(NamedTuple):
+    """Flat byte offset (int64) of every logical coordinate, and the nibble (uint8, 0 low /
+    1 high) for nibble units, else None. For word units the offset is the word's first byte."""
+
+    offset: np.ndarray
+    nibble: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class Location:
+    """What sits at some flat byte offsets of a buffer (``Layout.locate``'s answer).
+
+    region:    region code per offset (UNWRITTEN where no field owns the byte).
+    field:     field name per offset ('' where none).
+    coords:    axis name -> int64 array of that logical coordinate, -1 where the axis does
+               not belong to the byte's field. For nibble fields 'dim' is the dim in the
+               nibble asked about (the low nibble's even dim by default).
+    word_byte: byte index inside a 4-byte word (0 = least significant), -1 otherwise.
+    """
+
+    offset: np.ndarray
+    region: np.ndarray
+    field: np.ndarray
+    coords: dict[str, np.ndarray]
+    word_byte: np.ndarray
+
+
+@dataclass(frozen=True)
+class _View:
+    """A strided view of the buffer: slot digits (outermost first) then row bytes."""
+
+    array: np.ndarray
+    radices: tuple[int, ...]
+
+
+class Layout(ABC):
+    """A named byte layout. Subclasses fill in the class attributes and the hooks below."""
+
+    name: str = ""
+    title: str = ""
+    source: str = ""
+    shape_doc: str = ""
+    fields: tuple[Field, ...] = ()
+    pads: tuple[Field, ...] = ()
+    dim_defaults: dict[str, int | None] = {}
+    slot_rule: SlotRule = "slot"
+    notes: tuple[str, ...] = ()
+
+    # ---- hooks -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _derive(self, d: Dims) -> Dims:
+        """Validate the dims keywords and add derived values (k_tiles, qs_pad, ...)."""
+
+    @abstractmethod
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        """Buffer shape."""
+
+    @abstractmethod
+    def _num_slots(self, d: Dims) -> int:
+        """Extent of the slot/token/row axis."""
+
+    @abstractmethod
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        """Per axis [start, stop) in storage units (packed bytes for nibble fields; no axis
+        for the bytes of a word)."""
+
+    @abstractmethod
+    def _offsets(self, field: str, coords: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        """SPEC formula: flat byte offset of each storage coordinate (int64, broadcast)."""
+
+    @abstractmethod
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        """Strided views of ``buf`` per field and pad (see _View)."""
+
+    @abstractmethod
+    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
+        """Dims implied by a buffer shape (and by the logical arrays, when given)."""
+
+    @abstractmethod
+    def _formulas(self) -> dict[str, str]:
+        """Human-readable index formula per field, for describe()."""
+
+    # ---- dims --------------------------------------------------------------------------------
+
+    @property
+    def logical_axes(self) -> tuple[str, ...]:
+        """Axes of the first (main) field; see ``fields`` for the others."""
+        return self.fields[0].axes
+
+    @property
+    def unit(self) -> Unit:
+        """Unit of the first (main) field."""
+        return self.fields[0].unit
+
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(self.dim_defaults)
+
+    def _resolve(self, dims: Mapping[str, object]) -> Dims:
+        unknown = sorted(set(dims) - set(self.dim_defaults))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown dims keyword(s) {', '.join(unknown)}; "
+                            f"expected {', '.join(self.dim_names)}")
+        d: Dims = {}
+        for key, default in self.dim_defaults.items():
+            value = dims.get(key, default)
+            if value is None:
+                raise TypeError(f"{self.name}: missing dims keyword {key}")
+            d[key] = _as_int(value, key)
+        return self._derive(d)
+
+    def dims(self, **dims: int) -> Dims:
+        """The resolved dims (defaults filled in, derived values added)."""
+        return dict(self._resolve(dims))
+
+    def buffer_shape(self, **dims: int) -> tuple[int, ...]:
+        return self._shape(self._resolve(dims))
+
+    def num_slots(self, **dims: int) -> int:
+        return self._num_slots(self._resolve(dims))
+
+    def new_buffer(self, fill: int = POISON, **dims: int) -> np.ndarray:
+        if not 0 <= int(fill) <= 255:
+            raise ValueError(f"fill must be a byte value in [0, 255], got {fill}")
+        return np.full(self.buffer_shape(**dims), fill, dtype=np.uint8)
+
+    def _field(self, name: str | None) -> Field:
+        if name is None:
+            return self.fields[0]
+        for f in self.fields + self.pads:
+            if f.name == name:
+                return f
+        valid = ", ".join(f.name for f in self.fields + self.pads)
+        raise ValueError(f"{self.name}: unknown field {name!r}; valid fields: {valid}")
+
+    # ---- index maps (SPEC formulas) ----------------------------------------------------------
+
+    def index_map(self, field: str | None = None, **dims: int) -> IndexMap:
+        """Offset (and nibble) of every logical coordinate of ``field`` (default: the first).
+
+        Arrays have the field's logical shape: e.g. [num_slots, head_dim] for a nibble field.
+        """
+        f = self._field(field)
+        d = self._resolve(dims)
+        coords = _open_grid(self._grid(f.name, d))
+        offset = np.broadcast_to(self._offsets(f.name, coords, d), _grid_shape(coords))
+        return _expand_nibbles(f, np.ascontiguousarray(offset, dtype=np.int64))
+
+    def offset_of(self, *coords: object, field: str | None = None, **dims: int) -> IndexMap:
+        """Offset (and nibble) of the given logical coordinates (broadcast int arrays).
+
+        Coordinates are logical: a nibble field takes dims, not packed bytes.
+        """
+        f = self._field(field)
+        d = self._resolve(dims)
+        grid = self._grid(f.name, d)
+        if len(coords) != len(f.axes):
+            raise TypeError(f"{self.name}.{f.name}: expected {len(f.axes)} coordinates "
+                            f"({', '.join(f.axes)}), got {len(coords)}")
+        arrays = [np.asarray(c) for c in coords]
+        for axis, a in zip(f.axes, arrays):
+            if not np.issubdtype(a.dtype, np.integer):
+                raise TypeError(f"{axis} must be an integer array, got {a.dtype}")
+        arrays = [a.astype(np.int64) for a in arrays]
+        nibble = None
+        if f.unit == "nibble":
+            nibble = (arrays[-1] & 1).astype(np.uint8)
+            arrays[-1] = arrays[-1] >> 1
+        for axis, a, (lo, hi) in zip(f.axes, arrays, grid):
+            if a.size and (a.min() < lo or a.max() >= hi):
+                scale = 2 if (f.unit == "nibble" and axis == f.axes[-1]) else 1
+                raise ValueError(f"{axis} must be in [{lo * scale}, {hi * scale}), "
+                                 f"got values in [{a.min() * scale}, {a.max() * scale}]")
+        offset = self._offsets(f.name, tuple(np.broadcast_arrays(*arrays)), d)
+        offset = np.asarray(offset, dtype=np.int64)
+        if nibble is not None:
+            nibble = np.broadcast_to(nibble, offset.shape).copy()
+        return IndexMap(offset, nibble)
+
+    def field_bytes(self, field: str | None = None, slots: object = None,
+                    **dims: int) -> np.ndarray:
+        """Sorted int64 offsets of every byte ``field`` occupies (restricted to the rows a
+        scatter with ``slots`` would write)."""
+        f = self._field(field)
+        d = self._resolve(dims)
+        grid = list(self._grid(f.name, d))
+        rows = None if slots is None else self._written_rows(slots, d)
+        coords = list(_open_grid(tuple(grid)))
+        if rows is not None:
+            coords[0] = rows.reshape((-1,) + (1,) * (len(grid) - 1))
+        offset = np.broadcast_to(self._offsets(f.name, tuple(coords), d),
+                                 _grid_shape(tuple(coords))).astype(np.int64)
+        if f.unit in _WORD_UNITS:
+            offset = offset[..., None] + np.arange(4, dtype=np.int64)
+        return np.sort(offset, axis=None)
+
+    def regions(self, slots: object = None, **dims: int) -> np.ndarray:
+        """uint8 array of the buffer's shape with a region code per byte.
+
+        Without ``slots``: the role of every byte in a full buffer. With ``slots``: the bytes a
+        scatter with these slots writes get their role, every other byte is UNWRITTEN (the
+        gate's "must keep the poison" set).
+        """
+        d = self._resolve(dims)
+        out = np.zeros(int(np.prod(self._shape(d), dtype=np.int64)), dtype=np.uint8)
+        for f in self.fields + self.pads:
+            out[self.field_bytes(f.name, slots, **dims)] = f.role
+        return out.reshape(self._shape(d))
+
+    # ---- scatter / gather (strided views) ----------------------------------------------------
+
+    def scatter(self, buffer: np.ndarray, *logical: np.ndarray, slots: object = None,
+                **dims: int) -> np.ndarray:
+        """Write the logical arrays into ``buffer`` in place, touching only the bytes the
+        contract writes: rows whose slot is < 0 are skipped, pads of written rows become 0.
+        Returns ``buffer``."""
+        _check_buffer(buffer, writeable=True)
+        arrays = self._check_logical(logical)
+        d = self._dims_for(buffer, arrays, dims)
+        n = arrays[0].shape[0]
+        for f, a in zip(self.fields, arrays):
+            _check_rows(f, a, (n,) + self._row_shape(f, d))
+        slot_arr = self._check_slots(slots, n, d)
+        keep = slot_arr >= 0
+        rows = self._destinations(slot_arr, keep)
+        views = self._views(buffer, d)
+        every = bool(keep.all())
+        for f, a in zip(self.fields, arrays):
+            view = views[f.name]
+            data = _to_bytes(f, a if every else a[keep])
+            view.array[_digits(rows, view.radices)] = data.reshape(
+                (rows.size,) + view.array.shape[len(view.radices):])
+        for pad in self.pads:
+            view = views[pad.name]
+            view.array[_digits(rows, view.radices)] = 0
+        return buffer
+
+    def gather(self, buffer: np.ndarray, slots: object = None,
+               **dims: int) -> tuple[np.ndarray, ...]:
+        """Read the logical arrays back, one row per entry of ``slots`` (default: every slot).
+
+        Rows whose slot is < 0 come back as if read from a fresh ``new_buffer()``: every byte
+        POISON. Always returns a tuple, in the order scatter takes the arrays.
+        """
+        _check_buffer(buffer, writeable=False)
+        buffer = np.ascontiguousarray(buffer)
+        d = self._dims_for(buffer, None, dims)
+        if slots is None:
+            slot_arr = np.arange(self._num_slots(d), dtype=np.int64)
+        else:
+            slot_arr = self._check_slots(slots, None, d, unique=False)
+        keep = slot_arr >= 0
+        rows = self._destinations(slot_arr, keep)
+        views = self._views(buffer, d)
+        out = []
+        for f in self.fields:
+            view = views[f.name]
+            got = view.array[_digits(rows, view.radices)]
+            row_shape = self._row_shape(f, d)
+            full = np.full((slot_arr.size,) + row_shape + _word_axis(f), POISON, np.uint8)
+            full[keep] = got.reshape((rows.size,) + row_shape + _word_axis(f))
+            out.append(_from_bytes(f, full))
+        return tuple(out)
+
+    # ---- inverse -----------------------------------------------------------------------------
+
+    def locate(self, offsets: object, nibble: object = None, **dims: int) -> Location:
+        """Flat byte offsets -> field, logical coordinates and region (vectorised).
+
+        ``nibble`` (0/1, broadcast) picks which dim of a nibble byte 'dim' reports.
+        """
+        d = self._resolve(dims)
+        off = np.asarray(offsets)
+        if not np.issubdtype(off.dtype, np.integer):
+            raise TypeError(f"offsets must be an integer array, got {off.dtype}")
+        off = off.astype(np.int64)
+        nbytes = int(np.prod(self._shape(d), dtype=np.int64))
+        if off.size and (off.min() < 0 or off.max() >= nbytes):
+            raise ValueError(f"offsets must be in [0, {nbytes}), got values in "
+                             f"[{off.min()}, {off.max()}]")
+        nib = np.zeros_like(off) if nibble is None else np.broadcast_to(
+            np.asarray(nibble, dtype=np.int64), off.shape)
+        phantom = _phantom(self._shape(d))
+        views = self._views(phantom, d)
+        region = np.zeros(off.shape, np.uint8)
+        names = np.full(off.shape, "", dtype=object)
+        axes = dict.fromkeys(a for f in self.fields + self.pads for a in f.axes)
+        coords = {a: np.full(off.shape, -1, np.int64) for a in axes}
+        word_byte = np.full(off.shape, -1, np.int64)
+        for f in self.fields + self.pads:
+            hit, values, wb = self._decode(f, views[f.name], phantom, off, nib, d)
+            region[hit] = f.role
+            names[hit] = f.name
+            for axis, v in zip(f.axes, values):
+                coords[axis][hit] = v
+            if wb is not None:
+                word_byte[hit] = wb
+        return Location(off, region, names.astype(str), coords, word_byte)
+
+    def describe_byte(self, offset: int, nibble: int | None = None, **dims: int) -> str:
+        """One line naming what byte ``offset`` holds, for humans (mxgate explain)."""
+        loc = self.locate(np.array([offset]), nibble, **dims)
+        index = np.unravel_index(int(offset), self.buffer_shape(**dims))
+        head = f"byte {int(offset)} {list(map(int, index))}"
+        if loc.field[0] == "":
+            return f"{head}: {REGION_NAMES[int(loc.region[0])]}"
+        f = self._field(str(loc.field[0]))
+        parts = [f"{a} {int(loc.coords[a][0])}" for a in f.axes]
+        if f.unit == "nibble":
+            dim = int(loc.coords[f.axes[-1]][0])
+            parts[-1] = (f"{f.axes[-1]}s {dim} (low nibble), {dim + 1} (high nibble)"
+                         if nibble is None else f"{f.axes[-1]} {dim} "
+                         f"({'high' if dim & 1 else 'low'} nibble)")
+        if f.unit in _WORD_UNITS:
+            parts.append(f"byte {int(loc.word_byte[0])} of the {f.unit} word")
+        return f"{head}: {f.name} ({REGION_NAMES[f.role]}) " + ", ".join(parts)
+
+    # ---- description -------------------------------------------------------------------------
+
+    def describe(self, **dims: int) -> str:
+        """Human-readable description: buffer shape, logical arrays, formulas, regions."""
+        lines = [f"{self.name}: {self.title}", f"  source: {self.source}",
+                 f"  buffer: uint8 {self.shape_doc}"]
+        try:
+            d = self._resolve(dims)
+        except TypeError:
+            d = None
+        if d is not None:
+            shape = self._shape(d)
+            nbytes = int(np.prod(shape, dtype=np.int64))
+            shown = ", ".join(f"{k}={v}" for k, v in d.items())
+            lines.append(f"  dims: {shown}")
+            lines.append(f"  buffer shape {shape} = {nbytes} bytes; "
+                         f"{self._num_slots(d)} {self.fields[0].axes[0]}s")
+        lines.append(f"  {self._slot_doc()}")
+        formulas = self._formulas()
+        for f in self.fields + self.pads:
+            kind = "logical" if f.role != ZERO_PAD else "padding"
+            lines.append(f"  {kind} {f.name}: {np.dtype(f.dtype).name}{self._row_doc(f, d)}, "
+                         f"axes {f.axes}, unit {f.unit}, region {REGION_NAMES[f.role]}")
+            lines.append(f"    {f.doc}")
+            lines.append(f"    at {formulas[f.name]}")
+        if d is not None:
+            counts = self._region_counts(d)
+            lines.append("  regions: " + ", ".join(
+                f"{REGION_NAMES[c]} {counts[c]} bytes" for c in sorted(REGION_NAMES)))
+        else:
+            lines.append("  regions: " + ", ".join(sorted(
+                {REGION_NAMES[f.role] for f in self.fields + self.pads})) + "; others never")
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Layout {self.name}>"
+
+    def _slot_doc(self) -> str:
+        if self.slot_rule == "row_mask":
+            return ("rows: row t of the logical arrays is token t; slots (optional, [T]) only "
+                    "mask: tokens with slot < 0 are not written at all")
+        return (f"slots: optional int [n]; logical row i goes to {self.fields[0].axes[0]} "
+                "slots[i] (default i); rows with slot < 0 are skipped; slots >= 0 must be "
+                "distinct")
+
+    def _region_counts(self, d: Dims) -> dict[int, int]:
+        """Bytes per region in a full buffer, from the grids (no buffer built)."""
+        counts = dict.fromkeys(REGION_NAMES, 0)
+        for f in self.fields + self.pads:
+            n = 1
+            for lo, hi in self._grid(f.name, d):
+                n *= hi - lo
+            counts[f.role] += n * (4 if f.unit in _WORD_UNITS else 1)
+        total = 1
+        for n in self._shape(d):
+            total *= n
+        counts[UNWRITTEN] = total - sum(counts.values())
+        return counts
+
+    def _row_doc(self, f: Field, d: Dims | None) -> str:
+        if d is None:
+            return ""
+        return " [" + ", ".join(["n"] + [str(x) for x in self._row_shape(f, d)]) + "]"
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _row_shape(self, f: Field, d: Dims) -> tuple[int, ...]:
+        """Per-row shape of the logical array (storage units: packed bytes for nibbles)."""
+        return tuple(hi - lo for lo, hi in self._grid(f.name, d)[1:])
+
+    def _check_logical(self, logical: tuple[object, ...]) -> tuple[np.ndarray, ...]:
+        names = ", ".join(f.name for f in self.fields)
+        if len(logical) != len(self.fields):
+            raise TypeError(f"{self.name}.scatter takes {len(self.fields)} logical array(s) "
+                            f"({names}), got {len(logical)}")
+        for f, a in zip(self.fields, logical):
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{f.name} must be a numpy array, got {type(a).__name__}")
+            if a.dtype != f.dtype:
+                raise TypeError(f"{f.name} must have dtype {np.dtype(f.dtype).name}, "
+                                f"got {a.dtype}")
+            if a.ndim < 1:
+                raise ValueError(f"{f.name} must have a leading {f.axes[0]} axis, got a scalar")
+        return tuple(logical)  # type: ignore[arg-type]
+
+    def _dims_for(self, buffer: np.ndarray, arrays: tuple[np.ndarray, ...] | None,
+                  dims: Mapping[str, object]) -> Dims:
+        """Dims from the buffer shape (and arrays), reconciled with explicit keywords."""
+        inferred = self._infer(tuple(buffer.shape), arrays)
+        for key, value in inferred.items():
+            if key in dims and _as_int(dims[key], key) != value:
+                raise ValueError(f"{key}={dims[key]} does not match the buffer/arrays, "
+                                 f"which imply {key}={value}")
+        d = self._resolve({**inferred, **dims})
+        expected = self._shape(d)
+        if tuple(buffer.shape) != expected:
+            raise ValueError(f"buffer must have shape {expected} ({self.shape_doc}), "
+                             f"got {tuple(buffer.shape)}")
+        return d
+
+    def _check_slots(self, slots: object, n: int | None, d: Dims,
+                     unique: bool = True) -> np.ndarray:
+        total = self._num_slots(d)
+        if slots is None:
+            if self.slot_rule == "row_mask" and n != total:
+                raise ValueError(f"the logical arrays must have {total} rows (one per "
+                                 f"{self.fields[0].axes[0]} of the buffer), got {n}")
+            if n is None or n > total:
+                raise ValueError(f"{n} logical rows do not fit {total} "
+                                 f"{self.fields[0].axes[0]}s; pass slots=")
+            return np.arange(n, dtype=np.int64)
+        s = np.asarray(slots)
+        if s.dtype == np.bool_ or not np.issubdtype(s.dtype, np.integer):
+            raise TypeError(f"slots must be an integer array, got {s.dtype}")
+        if s.ndim != 1 or (n is not None and s.shape[0] != n):
+            want = f"({n},)" if n is not None else "1-D"
+            raise ValueError(f"slots must have shape {want}, got {s.shape}")
+        s = s.astype(np.int64, copy=False)
+        if self.slot_rule == "row_mask":
+            if s.shape[0] != total:
+                raise ValueError(f"slots must have shape ({total},) (one per token), "
+                                 f"got {s.shape}")
+            return s
+        if s.size and s.max() >= total:
+            raise ValueError(f"slots must be < {total} (the buffer's "
+                             f"{self.fields[0].axes[0]} count), got {s.max()}")
+        if unique:
+            _check_distinct(s[s >= 0], total)
+        return s
+
+    def _destinations(self, slots: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """Index along the buffer's slot axis for each kept row."""
+        if self.slot_rule == "row_mask":
+            return np.flatnonzero(keep).astype(np.int64)
+        return slots[keep]
+
+    def _written_rows(self, slots: object, d: Dims) -> np.ndarray:
+        s = self._check_slots(slots, None, d, unique=False)
+        return np.unique(self._destinations(s, s >= 0))
+
+    def _decode(self, f: Field, view: _View, phantom: np.ndarray, off: np.ndarray,
+                nib: np.ndarray, d: Dims
+                ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
+        """Offsets inside one field's view -> hit mask, logical coordinates, word byte."""
+        if view.array.size == 0:  # e.g. no padding heads when num_heads/16 fills QS_PAD
+            nothing = np.zeros(off.shape, bool)
+            empty = np.zeros(0, np.int64)
+            return nothing, [empty for _ in f.axes], (empty if f.unit in _WORD_UNITS else None)
+        digits, hit = _unstride(view.array, phantom, off)
+        nslot = len(view.radices)
+        slot = _ravel(digits[:nslot], view.radices)
+        row_bytes = self._row_shape(f, d) + _word_axis(f)
+        flat = _ravel(digits[nslot:], view.array.shape[nslot:])
+        row = np.unravel_index(flat, row_bytes) if row_bytes else ()
+        grid = self._grid(f.name, d)
+        values = [slot[hit] + grid[0][0]]
+        n_axes = len(f.axes) - 1
+        for k in range(n_axes):
+            values.append(row[k][hit] + grid[k + 1][0])
+        if f.unit == "nibble":
+            values[-1] = values[-1] * 2 + nib[hit]
+        wb = row[-1][hit] if f.unit in _WORD_UNITS else None
+        return hit, values, wb
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def _as_int(value: object, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return int(value)
+
+
+def _check_buffer(buffer: object, writeable: bool) -> None:
+    if not isinstance(buffer, np.ndarray):
+        raise TypeError(f"buffer must be a numpy uint8 array, got {type(buffer).__name__}")
+    if buffer.dtype != np.uint8:
+        raise TypeError(f"buffer must have dtype uint8, got {buffer.dtype}")
+    if writeable and not (buffer.flags.c_contiguous and buffer.flags.writeable):
+        raise ValueError("buffer must be C-contiguous and writeable (scatter writes in place)")
+
+
+def _check_distinct(valid: np.ndarray, total: int) -> None:
+    """Two rows aimed at one slot would race on a device: reject them."""
+    if valid.size <= 1:
+        return
+    if total <= 8 * valid.size + (1 << 20):  # counting beats sorting when the range is small
+        counts = np.bincount(valid, minlength=total)
+        repeated = np.flatnonzero(counts > 1)
+    else:
+        ordered = np.sort(valid)
+        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if repeated.size:
+        raise ValueError(f"slots must not repeat a slot >= 0; slot {repeated[0]} appears "
+                         "more than once")
+
+
+def _check_rows(f: Field, a: np.ndarray, want: tuple[int, ...]) -> None:
+    if a.shape != want:
+        raise ValueError(f"{f.name} must have shape {want} ({', '.join(f.axes)}), "
+                         f"got {a.shape}")
+
+
+def _word_axis(f: Field) -> tuple[int, ...]:
+    return (4,) if f.unit in _WORD_UNITS else ()
+
+
+def _to_bytes(f: Field, a: np.ndarray) -> np.ndarray:
+    """Logical array -> its stored bytes (little-endian words get a trailing axis of 4)."""
+    if f.unit in _WORD_UNITS:
+        word = np.ascontiguousarray(a, dtype=_WORD_DTYPES[f.unit])
+        return word.view(np.uint8).reshape(a.shape + (4,))
+    return a
+
+
+def _from_bytes(f: Field, raw: np.ndarray) -> np.ndarray:
+    if f.unit in _WORD_UNITS:
+        word = np.ascontiguousarray(raw).view(_WORD_DTYPES[f.unit])[..., 0]
+        return word.astype(f.dtype)
+    return raw
+
+
+def _digits(index: np.ndarray, radices: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Mixed-radix split of an int64 index, outermost digit first."""
+    out: list[np.ndarray] = []
+    rest = index
+    for r in reversed(radices[1:]):
+        rest, low = np.divmod(rest, r)
+        out.append(low)
+    out.append(rest)
+    return tuple(reversed(out))
+
+
+def _ravel(digits: tuple[np.ndarray, ...] | list[np.ndarray],
+           radices: tuple[int, ...]) -> np.ndarray:
+    acc = np.zeros_like(digits[0]) if digits else np.zeros((), np.int64)
+    for dgt, r in zip(digits, radices):
+        acc = acc * r + dgt
+    return acc
+
+
+def _open_grid(grid: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+    n = len(grid)
+    return tuple(np.arange(lo, hi, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (n - k - 1))
+                 for k, (lo, hi) in enumerate(grid))
+
+
+def _grid_shape(coords: tuple[np.ndarray, ...]) -> tuple[int, ...]:
+    return np.broadcast_shapes(*(c.shape for c in coords))
+
+
+def _expand_nibbles(f: Field, offset: np.ndarray) -> IndexMap:
+    if f.unit != "nibble":
+        return IndexMap(offset, None)
+    # dim 2k sits in the low nibble of packed byte k, dim 2k+1 in its high nibble
+    full = np.repeat(offset, 2, axis=-1)
+    nibble = np.broadcast_to(np.arange(full.shape[-1], dtype=np.uint8) & 1, full.shape)
+    return IndexMap(full, nibble.copy())
+
+
+def _phantom(shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of ``shape`` with C strides over one byte of memory: views of it
+    give strides and base offsets without allocating a real buffer (never read it)."""
+    strides = []
+    step = 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(int(n), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=shape,
+                                           strides=tuple(reversed(strides)), writeable=False)
+
+
+def reshape_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Reshape that must not copy (scatter writes through these views)."""
+    return np.reshape(a, shape, copy=False)
+
+
+def _unstride(view: np.ndarray, base: np.ndarray, off: np.ndarray
+              ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Split offsets into the view's axis indices by its strides; hit marks offsets that lie
+    on an element of the view. Greedy division works because every layout nests its axes
+    (each stride exceeds the span of all smaller-stride axes)."""
+    start = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
+    rest = off - start
+    hit = rest >= 0
+    digits = [np.zeros(off.shape, np.int64) for _ in view.shape]
+    order = sorted(range(view.ndim), key=lambda k: -abs(view.strides[k]))
+    for k in order:
+        if view.shape[k] <= 1:
+            hit &= view.shape[k] == 1
+            continue
+        q = np.where(hit, rest // view.strides[k], 0)
+        hit &= (q >= 0) & (q < view.shape[k])
+        digits[k] = np.where(hit, q, 0)
+        rest = rest - digits[k] * view.strides[k]
+    hit &= rest == 0
+    return tuple(digits), hit

@@ -1,0 +1,214 @@
+"""sglang / DeepGEMM layouts: the 68-byte page, the packed-row form with its int32 scale word,
+and the page8 view of sglang's AITER-layout split writer (SPEC section 5). head_dim is 128:
+64 packed bytes and 4 e8m0 bytes per token."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field, Layout, _View, reshape_view
+
+ROW = 64  # packed bytes per token (head_dim 128)
+GROUPS = 4  # e8m0 bytes per token
+SLOT_BYTES = ROW + GROUPS  # 68
+BIG_PAGE = 64  # page8: slots per page
+SUB_PAGE = 8  # page8: slots per sub-page
+SUB_BYTES = SUB_PAGE * SLOT_BYTES  # 544
+SUB_PAYLOAD = SUB_PAGE * ROW  # 512
+
+
+def _packed(axis: str) -> Field:
+    return Field("packed", DATA, (axis, "dim"), "nibble", np.dtype(np.uint8),
+                 "packed E2M1 codes [n, 64] per token row, as quantize_mx returns them")
+
+
+def _e8m0() -> Field:
+    return Field("e8m0", SCALE, ("slot", "group"), "byte", np.dtype(np.uint8),
+                 "e8m0 scale bytes [n, 4] per token row")
+
+
+def _check_count(d: Dims, key: str) -> None:
+    if d[key] < 0:
+        raise ValueError(f"{key} must be >= 0, got {d[key]}")
+
+
+def e8m0_to_word(e8m0: np.ndarray) -> np.ndarray:
+    """e8m0 bytes [rows, 4] -> int32 words [rows], byte g in bits 8g..8g+7 (little-endian)."""
+    if not isinstance(e8m0, np.ndarray) or e8m0.dtype != np.uint8:
+        raise TypeError("e8m0 must be a uint8 numpy array")
+    if e8m0.ndim < 1 or e8m0.shape[-1] != GROUPS:
+        raise ValueError(f"e8m0 must have a last axis of {GROUPS}, got shape {e8m0.shape}")
+    return np.ascontiguousarray(e8m0).view("<i4")[..., 0].astype(np.int32)
+
+
+def word_to_e8m0(word: np.ndarray) -> np.ndarray:
+    """int32 words [rows] -> e8m0 bytes [rows, 4] (byte 0 = least significant)."""
+    if not isinstance(word, np.ndarray) or word.dtype != np.int32:
+        raise TypeError("word must be an int32 numpy array")
+    raw = np.ascontiguousarray(word, dtype="<i4").view(np.uint8)
+    return raw.reshape(word.shape + (4,)).copy()
+
+
+class SglangPage68(Layout):
+    name = "sglang-page68"
+    title = "sglang / DeepGEMM 68-byte-per-token page: packed rows, then e8m0 bytes"
+    source = "sglang DSV4 FP4 indexer K cache writer (DeepGEMM paged layout)"
+    shape_doc = "[num_pages, page_size*68]"
+    fields = (_packed("slot"), _e8m0())
+    dim_defaults = {"num_pages": None, "page_size": 64}
+
+    def _derive(self, d: Dims) -> Dims:
+        _check_count(d, "num_pages")
+        if d["page_size"] <= 0:
+            raise ValueError(f"page_size must be > 0, got {d['page_size']}")
+        return d
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_pages"], d["page_size"] * SLOT_BYTES)
+
+    def _num_slots(self, d: Dims) -> int:
+        return d["num_pages"] * d["page_size"]
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        return ((0, self._num_slots(d)), (0, ROW if field == "packed" else GROUPS))
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        psz = d["page_size"]
+        page, o = c[0] // psz, c[0] % psz
+        base = page * psz * SLOT_BYTES
+        if field == "packed":
+            return base + o * ROW + c[1]
+        return base + psz * ROW + o * GROUPS + c[1]
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        n, psz = d["num_pages"], d["page_size"]
+        packed = reshape_view(buf[:, :psz * ROW], (n, psz, ROW))
+        e8m0 = reshape_view(buf[:, psz * ROW:], (n, psz, GROUPS))
+        return {"packed": _View(packed, (n, psz)), "e8m0": _View(e8m0, (n, psz))}
+
+    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
+        if len(shape) != 2 or shape[1] % SLOT_BYTES:
+            return {}
+        return {"num_pages": shape[0], "page_size": shape[1] // SLOT_BYTES}
+
+    def _formulas(self) -> dict[str, str]:
+        return {"packed": "[page, o*64 + d//2], nibble d & 1; page = slot//P, o = slot%P",
+                "e8m0": "[page, P*64 + o*4 + g]"}
+
+
+class PackedRow(Layout):
+    name = "packed-row"
+    title = "packed-row form: [rows, 64] packed codes + int32 [rows] scale words"
+    source = "sglang quantize_fp4_indexer_row / DeepGEMM packed UE8M0 operand"
+    shape_doc = "[num_rows*68]: the [rows, 64] packed tensor's bytes, then the int32 [rows] words"
+    fields = (_packed("row"),
+              Field("scale", SCALE, ("row",), "i32le", np.dtype(np.int32),
+                    "int32 [rows]: e8m0 of groups 0..3 in bytes e0..e3, little-endian "
+                    "(word_byte = group)"))
+    dim_defaults = {"num_rows": None}
+    notes = ("the two tensors are separate on the device; join_packed_row / "
+             "split_packed_row convert to and from this one-buffer form",)
+
+    def _derive(self, d: Dims) -> Dims:
+        _check_count(d, "num_rows")
+        return d
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_rows"] * SLOT_BYTES,)
+
+    def _num_slots(self, d: Dims) -> int:
+        return d["num_rows"]
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        if field == "packed":
+            return ((0, d["num_rows"]), (0, ROW))
+        return ((0, d["num_rows"]),)
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        if field == "packed":
+            return c[0] * ROW + c[1]
+        return d["num_rows"] * ROW + 4 * c[0]
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        rows = d["num_rows"]
+        packed = reshape_view(buf[:rows * ROW], (rows, ROW))
+        words = reshape_view(buf[rows * ROW:], (rows, 4))
+        return {"packed": _View(packed, (rows,)), "scale": _View(words, (rows,))}
+
+    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
+        if len(shape) != 1 or shape[0] % SLOT_BYTES:
+            return {}
+        return {"num_rows": shape[0] // SLOT_BYTES}
+
+    def _formulas(self) -> dict[str, str]:
+        return {"packed": "row*64 + d//2, nibble d & 1",
+                "scale": "num_rows*64 + 4*row (4 bytes, little-endian int32)"}
+
+
+def join_packed_row(packed: np.ndarray, word: np.ndarray) -> np.ndarray:
+    """The one-buffer form of a packed-row pair: packed bytes then the words' bytes."""
+    layout = PackedRow()
+    if not isinstance(packed, np.ndarray) or packed.ndim != 2:
+        raise ValueError("packed must be a 2-D numpy array [rows, 64]")
+    buf = layout.new_buffer(num_rows=packed.shape[0])
+    return layout.scatter(buf, packed, word)
+
+
+def split_packed_row(buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed [rows, 64] uint8 and int32 [rows] tensors of a one-buffer packed row."""
+    return PackedRow().gather(buffer)  # type: ignore[return-value]
+
+
+class SglangPage8(Layout):
+    name = "sglang-page8"
+    title = "sglang split writer page8 view: each 64-slot page as eight 8-slot pages"
+    source = "sglang DSV4 AITER-layout split K cache writer, page8=True"
+    shape_doc = "[num_pages, 64*68]; sub-page s of a page at bytes [s*544, (s+1)*544)"
+    fields = (_packed("slot"), _e8m0())
+    dim_defaults = {"num_pages": None}
+    notes = ("reading of SPEC: sub-page s = (slot%64)//8 is contiguous (544 bytes: 512 payload "
+             "then 32 scale bytes); t = slot%8; payload [t%4][g][t//4][16 bytes], "
+             "scale [g][t]",)
+
+    def _derive(self, d: Dims) -> Dims:
+        _check_count(d, "num_pages")
+        return d
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_pages"], BIG_PAGE * SLOT_BYTES)
+
+    def _num_slots(self, d: Dims) -> int:
+        return d["num_pages"] * BIG_PAGE
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        return ((0, self._num_slots(d)), (0, ROW if field == "packed" else GROUPS))
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        s = c[0]
+        page, o = s // BIG_PAGE, s % BIG_PAGE
+        sub, t = o // SUB_PAGE, o % SUB_PAGE
+        base = page * BIG_PAGE * SLOT_BYTES + sub * SUB_BYTES
+        if field == "packed":
+            g, j = c[1] // 16, c[1] % 16
+            return base + (((t % 4) * GROUPS + g) * 2 + t // 4) * 16 + j
+        return base + SUB_PAYLOAD + c[1] * SUB_PAGE + t
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        n = d["num_pages"]
+        subs = reshape_view(buf, (n, SUB_PAGE, SUB_BYTES))
+        payload = reshape_view(subs[:, :, :SUB_PAYLOAD], (n, SUB_PAGE, 4, GROUPS, 2, 16))
+        scale = reshape_view(subs[:, :, SUB_PAYLOAD:], (n, SUB_PAGE, GROUPS, SUB_PAGE))
+        # payload (page, sub, t%4, g, t//4, j) -> (page, sub, t//4, t%4, g, j)
+        # scale (page, sub, g, t) -> (page, sub, t, g)
+        return {"packed": _View(payload.transpose(0, 1, 4, 2, 3, 5), (n, SUB_PAGE, 2, 4)),
+                "e8m0": _View(scale.transpose(0, 1, 3, 2), (n, SUB_PAGE, SUB_PAGE))}
+
+    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
+        if len(shape) != 2:
+            return {}
+        return {"num_pages": shape[0]}
+
+    def _formulas(self) -> dict[str, str]:
+        return {"packed": ("[page, s*544 + (t%4)*128 + g*32 + (t//4)*16 + j], nibble d & 1; "
+                           "s = (slot%64)//8, t = slot%8, g = d//32, j = (d%32)//2"),
+                "e8m0": "[page, s*544 + 512 + g*8 + t]"}
