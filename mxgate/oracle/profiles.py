@@ -23,6 +23,7 @@ Byte255 = Literal["nan", "inf"]
 Fp8Variant = Literal["fn", "fnuz"]
 Fp8Overflow = Literal["nan", "saturate", "satfinite"]
 Ue8m0Rounding = Literal["log2f", "bitwise"]
+Bf16Nan = Literal["sign_quiet", "all_ones"]
 
 # fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
 AITER_AMAX_FLOOR = 6.0 * 2.0**-126
@@ -51,7 +52,10 @@ class Profile:
                         after: max(amax/6, floor).
       exp_clamp         None or (lo, hi) on the biased e8m0 exponent.
       byte0, byte255    how e8m0 bytes 0 and 255 decode (2^-127 or 0.0; NaN or Inf).
-    FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow, ue8m0_rounding.
+    FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow (e4m3fn finite overflow and Inf:
+      nan, saturate to +-max, or satfinite with every NaN 0x7F), ue8m0_rounding.
+    bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes) or
+      all_ones (0xFFFF whatever the sign, torch 2.13 CPU).
     Front end (indexer op): fma_contraction, the default member of the admissible set.
     """
 
@@ -72,6 +76,7 @@ class Profile:
     fp8_overflow: Fp8Overflow = "nan"
     ue8m0_rounding: Ue8m0Rounding = "log2f"
     fma_contraction: bool = True
+    bf16_nan: Bf16Nan = "sign_quiet"
     notes: str = ""
 
     def differences(self, other: Profile) -> dict[str, tuple[object, object]]:
@@ -192,6 +197,14 @@ _PROFILES: dict[str, Profile] = {
             nan="inverted_zero",
             amax_floor=None,
             notes="Elements measured over all 2^32 float32 inputs.",
+        ),
+        replace(
+            _GFX950,
+            name="torch-cpu",
+            shipped_by="torch 2.13 CPU casts: float8_e4m3fn saturates finite overflow and Inf, bf16 NaN is 0xFFFF",
+            fp8_overflow="saturate",
+            bf16_nan="all_ones",
+            notes="Measured with torch 2.13.0+cpu. float8_e4m3fnuz casts do not saturate (overflow gives 0x80).",
         ),
         replace(
             _GFX950,

@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from mxgate.oracle import profiles as _profiles
 from mxgate.oracle._validate import as_float32
 from mxgate.oracle.bits import ABS32, EXP32, f32_bits
 
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> bf16 bit patterns (uint16), round to nearest even; NaN stays NaN (quieted)."""
+def bf16_bits(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
+    """float32 -> bf16 bit patterns (uint16), round to nearest even.
+
+    NaN follows the profile's ``bf16_nan``: sign | 0x7FC0 (sign_quiet) or 0xFFFF (all_ones).
+    """
+    p = _profiles.get(profile)
     u = f32_bits(as_float32(x, "x"))
     rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
     is_nan = (u & ABS32) > EXP32
-    quiet_nan = (u >> np.uint32(16)) | np.uint32(0x0040)
-    return np.where(is_nan, quiet_nan, rounded).astype(np.uint16)
+    if p.bf16_nan == "all_ones":
+        nan = np.uint32(0xFFFF)
+    else:
+        nan = (u >> np.uint32(16)) & np.uint32(0x8000) | np.uint32(0x7FC0)
+    return np.where(is_nan, nan, rounded).astype(np.uint16)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -24,6 +32,6 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-def round_bf16(x: np.ndarray) -> np.ndarray:
+def round_bf16(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """float32 values rounded to the nearest bf16 (returned as float32)."""
-    return bf16_to_f32(bf16_bits(x))
+    return bf16_to_f32(bf16_bits(x, profile))

@@ -1,0 +1,5 @@
+import sys
+
+from mxgate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,151 @@
+"""Third-party codecs as backends: ml_dtypes casts, torch casts, triton.tools.mxfp, torchao MX.
+
+Each op declares the profile its bytes are judged under; where a library deviates from every
+profile, the gate reports the failure and docs/permitted-variations.md records the finding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+class MlDtypesBackend(Backend):
+    description = "ml_dtypes astype casts (C++): float4_e2m1fn, float8_e4m3fn(uz), bfloat16, float8_e8m0fnu"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def available(self) -> Availability:
+        if self.device != "cpu":
+            return Availability(False, "ml_dtypes runs on the CPU only")
+        return module_missing("ml_dtypes") or AVAILABLE
+
+    def ops(self) -> dict[str, Op]:
+        import ml_dtypes
+
+        def cast(dtype: Any, view: Any) -> Any:
+            return lambda x: np.asarray(x, np.float32).astype(dtype).view(view)
+
+        def widen(dtype: Any) -> Any:
+            return lambda codes: codes.view(dtype).astype(np.float32)
+
+        return {
+            "e2m1.encode": Op("e2m1.encode", "ml_dtypes", cast(ml_dtypes.float4_e2m1fn, np.uint8)),
+            "e4m3fn.encode": Op("e4m3fn.encode", "ml_dtypes", cast(ml_dtypes.float8_e4m3fn, np.uint8)),
+            "e4m3fnuz.encode": Op("e4m3fnuz.encode", "ml_dtypes", cast(ml_dtypes.float8_e4m3fnuz, np.uint8)),
+            "e4m3fn.decode": Op("e4m3fn.decode", "ml_dtypes", widen(ml_dtypes.float8_e4m3fn)),
+            "e4m3fnuz.decode": Op("e4m3fnuz.decode", "ml_dtypes", widen(ml_dtypes.float8_e4m3fnuz)),
+            "bf16.round": Op("bf16.round", "ml_dtypes", cast(ml_dtypes.bfloat16, np.uint16)),
+            "e8m0.decode": Op("e8m0.decode", "ml_dtypes", widen(ml_dtypes.float8_e8m0fnu)),
+        }
+
+
+class TorchCastBackend(Backend):
+    description = "torch dtype casts: float8_e4m3fn, float8_e4m3fnuz, bfloat16, float8_e8m0fnu"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def available(self) -> Availability:
+        missing = module_missing("torch")
+        if missing:
+            return missing
+        if self.device == "cuda" and not _torch().cuda.is_available():
+            return Availability(False, "torch reports no CUDA device")
+        return AVAILABLE
+
+    def _cast(self, dtype_name: str, view_name: str) -> Any:
+        def run(x: np.ndarray) -> np.ndarray:
+            torch = _torch()
+            t = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(self.device)
+            out = t.to(getattr(torch, dtype_name)).view(getattr(torch, view_name)).cpu().numpy()
+            return out.view(np.uint16) if view_name == "int16" else out
+
+        return run
+
+    def _widen(self, dtype_name: str) -> Any:
+        def run(codes: np.ndarray) -> np.ndarray:
+            torch = _torch()
+            t = torch.from_numpy(np.ascontiguousarray(codes, np.uint8)).to(self.device)
+            return t.view(getattr(torch, dtype_name)).float().cpu().numpy()
+
+        return run
+
+    def ops(self) -> dict[str, Op]:
+        # Measured on torch 2.13 CPU: e4m3fn saturates, e4m3fnuz does not, bf16 NaN is 0xFFFF.
+        # CUDA casts are judged under the same declarations; the GPU tier records what they do.
+        fn_profile = "torch-cpu" if self.device == "cpu" else "cuda-satfinite"
+        return {
+            "e4m3fn.encode": Op("e4m3fn.encode", fn_profile, self._cast("float8_e4m3fn", "uint8")),
+            "e4m3fnuz.encode": Op("e4m3fnuz.encode", "ml_dtypes", self._cast("float8_e4m3fnuz", "uint8")),
+            "e4m3fn.decode": Op("e4m3fn.decode", "gfx950", self._widen("float8_e4m3fn")),
+            "e4m3fnuz.decode": Op("e4m3fnuz.decode", "gfx950", self._widen("float8_e4m3fnuz")),
+            "bf16.round": Op("bf16.round", "torch-cpu", self._cast("bfloat16", "int16")),
+            "e8m0.decode": Op("e8m0.decode", "gfx950", self._widen("float8_e8m0fnu")),
+        }
+
+
+class TritonMxfpBackend(Backend):
+    description = "triton.tools.mxfp reference tensors (MXFP4Tensor, fp8e8m0_to_float32), run with torch on the CPU"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def available(self) -> Availability:
+        return module_missing("torch", "triton") or AVAILABLE
+
+    def ops(self) -> dict[str, Op]:
+        def encode(x: np.ndarray) -> np.ndarray:
+            torch = _torch()
+            from triton.tools.mxfp import MXFP4Tensor
+
+            data = torch.from_numpy(np.ascontiguousarray(x, np.float32).copy())
+            return MXFP4Tensor(data=data).data.numpy().astype(np.uint8)
+
+        def decode_scale(codes: np.ndarray) -> np.ndarray:
+            torch = _torch()
+            from triton.tools.mxfp import fp8e8m0_to_float32
+
+            return fp8e8m0_to_float32(torch.from_numpy(np.ascontiguousarray(codes, np.uint8))).numpy()
+
+        return {
+            "e2m1.encode": Op("e2m1.encode", "ocp", encode, note="documented as roundTiesToEven"),
+            "e8m0.decode": Op("e8m0.decode", "gfx950", decode_scale),
+        }
+
+
+class TorchaoBackend(Backend):
+    description = "torchao prototype MX helpers (f32_to_f4_unpacked)"
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
+    def available(self) -> Availability:
+        missing = module_missing("torch", "torchao")
+        if missing:
+            return missing
+        try:
+            from torchao.prototype.mx_formats import fp_format_spec  # noqa: F401
+            from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked  # noqa: F401
+        except Exception as error:  # torchao versions move these helpers around
+            return Availability(False, f"torchao MX helpers not importable: {error}")
+        return AVAILABLE
+
+    def ops(self) -> dict[str, Op]:
+        def encode(x: np.ndarray) -> np.ndarray:
+            torch = _torch()
+            from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked
+
+            return f32_to_f4_unpacked(torch.from_numpy(np.ascontiguousarray(x, np.float32).copy())).numpy()
+
+        return {"e2m1.encode": Op("e2m1.encode", "aiter-py", encode)}

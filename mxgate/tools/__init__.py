@@ -1,0 +1,1 @@
+"""Long-running utilities behind the CLI: exhaustive sweeps and benchmarks."""
