@@ -16,6 +16,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "torch": ("mxgate.kernels.codecs", "TorchCastBackend", {}),
     "triton-mxfp": ("mxgate.kernels.codecs", "TritonMxfpBackend", {}),
     "torchao": ("mxgate.kernels.codecs", "TorchaoBackend", {}),
+    "triton-dot-scaled": ("mxgate.kernels.triton_dot_scaled", "TritonDotScaledBackend", {}),
     "sglang-triton": ("mxgate.kernels.sglang_triton", "SglangTritonBackend", {}),
     "sglang-triton-rne": ("mxgate.kernels.sglang_triton", "SglangTritonBackend", {"rne": True}),
     "aiter": ("mxgate.kernels.aiter", "AiterBackend", {}),

@@ -208,6 +208,13 @@ _PROFILES: dict[str, Profile] = {
         ),
         replace(
             _GFX950,
+            name="triton-dot-scaled",
+            shipped_by="Triton 3.6 tl.dot_scaled on Hopper (bf16 upcast emulation): scale byte 0 reads as 0.0",
+            byte0="zero",
+            notes="Element and scale rules otherwise as gfx950; only the e8m0 decoding differs.",
+        ),
+        replace(
+            _GFX950,
             name="microxcaling",
             shipped_by="microsoft/microxcaling default rounding 'nearest' (half away from zero)",
             tie="away",
