@@ -7,15 +7,16 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle._parallel import run_ranges
 from mxgate.oracle._validate import as_float32, as_uint8, check_group
-from mxgate.oracle.bits import ABS32, f32_bits
+from mxgate.oracle.bits import ABS32, EXP32, f32_bits
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.formats.e8m0 import decode_e8m0
 from mxgate.oracle.rounding import CHUNK, lookup
 from mxgate.oracle.scales import e8m0_scale
 
 
-def block_amax(x32: np.ndarray, group: int) -> np.ndarray:
-    """Largest magnitude per group (float32); NaN anywhere in a group gives NaN.
+def block_amax(x32: np.ndarray, group: int, ignore_nan: bool = False) -> np.ndarray:
+    """Largest magnitude per group (float32); NaN anywhere in a group gives NaN, unless
+    ``ignore_nan`` (max-num reductions), where NaN elements count as 0.
 
     Magnitudes compare as integers on their bits: exact, and NaN bits sort above Inf.
     """
@@ -26,7 +27,10 @@ def block_amax(x32: np.ndarray, group: int) -> np.ndarray:
     def work(first: int, last: int) -> None:
         for start in range(first, last, rows):  # chunked so the masked copy stays in cache
             stop = min(start + rows, last)
-            np.max(groups[start:stop] & ABS32, axis=1, out=amax[start:stop])
+            magnitude = groups[start:stop] & ABS32
+            if ignore_nan:
+                magnitude[magnitude > EXP32] = 0
+            np.max(magnitude, axis=1, out=amax[start:stop])
 
     run_ranges(groups.shape[0], work, weight=group)
     return amax.view(np.float32).reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
@@ -45,7 +49,7 @@ def quantize_mx(
     if x32.ndim == 0:
         raise ValueError("x must have at least one dimension")
     check_group(x32.shape[-1], group, "x")
-    scales = e8m0_scale(block_amax(x32, group), p)
+    scales = e8m0_scale(block_amax(x32, group, ignore_nan=p.amax_nan == "ignore"), p)
     factor = e2m1.e8m0_divisor_reciprocals()[scales.reshape(-1)]
     groups = np.ascontiguousarray(x32).reshape(-1, group)
     packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)

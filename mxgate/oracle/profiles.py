@@ -24,6 +24,8 @@ Fp8Variant = Literal["fn", "fnuz"]
 Fp8Overflow = Literal["nan", "saturate", "satfinite"]
 Ue8m0Rounding = Literal["log2f", "bitwise"]
 Bf16Nan = Literal["sign_quiet", "all_ones"]
+AmaxNan = Literal["propagate", "ignore"]
+SpecialScale = Literal["nan_byte", "clamped"]
 
 # fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
 AITER_AMAX_FLOOR = 6.0 * 2.0**-126
@@ -52,6 +54,10 @@ class Profile:
                         after: max(amax/6, floor).
       exp_clamp         None or (lo, hi) on the biased e8m0 exponent.
       byte0, byte255    how e8m0 bytes 0 and 255 decode (2^-127 or 0.0; NaN or Inf).
+      amax_nan          propagate: a NaN element makes the block amax NaN; ignore: max-num
+                        reductions skip NaN elements (an all-NaN block has amax 0).
+      special_scale     nan_byte: a NaN or Inf amax gives byte 0xFF whatever the clamp;
+                        clamped: the exponent field 0xFF goes through exp_clamp like any other.
     FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow (e4m3fn finite overflow and Inf:
       nan, saturate to +-max, or satfinite with every NaN 0x7F), ue8m0_rounding.
     bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes) or
@@ -72,6 +78,8 @@ class Profile:
     exp_clamp: tuple[int, int] | None = None
     byte0: Byte0 = "pow2"
     byte255: Byte255 = "nan"
+    amax_nan: AmaxNan = "propagate"
+    special_scale: SpecialScale = "nan_byte"
     fp8_variant: Fp8Variant = "fn"
     fp8_overflow: Fp8Overflow = "nan"
     ue8m0_rounding: Ue8m0Rounding = "log2f"
@@ -150,7 +158,10 @@ _PROFILES: dict[str, Profile] = {
             floor_where="after",
             exp_clamp=(1, 254),
             byte255="inf",
-            notes="NaN: min(|NaN|, 6) is 6 on PTX min; the interpreter may differ.",
+            amax_nan="ignore",
+            special_scale="clamped",
+            notes="tl.minimum/tl.max are max-num: NaN elements give 6 and do not reach the amax "
+            "(compiled and interpreted alike, docs/findings/sglang.md).",
         ),
         replace(
             _GFX950,
@@ -163,6 +174,8 @@ _PROFILES: dict[str, Profile] = {
             floor_where="after",
             exp_clamp=(1, 254),
             byte255="inf",
+            amax_nan="ignore",
+            special_scale="clamped",
         ),
         replace(
             _GFX950,

@@ -129,7 +129,8 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
     biased = np.clip(biased, 0, 0xFF)
     if p.exp_clamp is not None:
         biased = np.clip(biased, *p.exp_clamp)
-    biased = np.where(special, 0xFF, biased)
+    if p.special_scale == "nan_byte":
+        biased = np.where(special, 0xFF, biased)
     return biased.astype(np.uint8)
 
 
