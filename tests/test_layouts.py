@@ -14,7 +14,7 @@ from mxgate.oracle.layouts import DATA, POISON, SCALE, UNWRITTEN, ZERO_PAD
 
 NAMES = ["aiter-fp4-q", "aiter-fp4-q-scale", "aiter-fp4-kv", "aiter-fp4-kv-scale",
          "aiter-fp8-kv", "aiter-fp8-kv-preshuffle", "sglang-page68", "packed-row",
-         "sglang-page8"]
+         "sglang-page8", "sglang-page8-scale"]
 
 # (layout, dims): several shapes per layout, including QS_PAD padding (heads 16, 32, 48, 80)
 # and k_tiles > 1 (head_dim 256, 384: BUGS 27, packed-K > 1).
@@ -39,6 +39,8 @@ CASES = [
     ("packed-row", dict(num_rows=9)),
     ("sglang-page8", dict(num_pages=1)),
     ("sglang-page8", dict(num_pages=3)),
+    ("sglang-page8-scale", dict(num_pages=1)),
+    ("sglang-page8-scale", dict(num_pages=3)),
 ]
 CASE_IDS = [f"{n}-" + "-".join(f"{k}{v}" for k, v in d.items()) for n, d in CASES]
 
@@ -53,6 +55,7 @@ SMALL = {
     "sglang-page68": dict(num_pages=3, page_size=16),
     "packed-row": dict(num_rows=40),
     "sglang-page8": dict(num_pages=3),
+    "sglang-page8-scale": dict(num_pages=3),
 }
 
 
@@ -136,6 +139,12 @@ def test_logical_axes_and_units() -> None:
     assert [(f.name, f.unit, f.role) for f in fp8.fields] == [("data", "byte", DATA),
                                                               ("scale", "f32le", SCALE)]
     assert layouts.get("packed-row").fields[1].unit == "i32le"
+    # page8 is two buffers, like AITER's: packed codes, then e8m0 bytes
+    page8, page8_scale = layouts.get("sglang-page8"), layouts.get("sglang-page8-scale")
+    assert [(f.name, f.unit, f.role) for f in page8.fields] == [("packed", "nibble", DATA)]
+    assert [(f.name, f.unit, f.role) for f in page8_scale.fields] == [("e8m0", "byte", SCALE)]
+    assert page8.buffer_shape(num_pages=5) == (5, 1, 4, 64, 16)
+    assert page8_scale.buffer_shape(num_pages=5) == (5, 1, 4, 64)
 
 
 # ---- bijection and coverage ------------------------------------------------------------------
@@ -290,13 +299,72 @@ def test_spec_sglang_examples() -> None:
     # packed-row, 10 rows: row 7 byte 5 = 7*64 + 5 = 453; row 7's word at 10*64 + 4*7 = 668
     assert _one("packed-row", 7, 11, num_rows=10) == (453, 1)
     assert _one("packed-row", 7, field="scale", num_rows=10) == (668, -1)
-    # page8, slot 209: page 3, o = 17, sub-page s = 2, t = 1; base = 13056 + 2*544 = 14144
-    # packed byte 37 (dims 74, 75): g = 2, j = 5 -> (t%4)*128 + g*32 + (t//4)*16 + j = 197
-    assert _one("sglang-page8", 209, 74, num_pages=4) == (14144 + 197, 0)
-    # slot 213: t = 5 -> t%4 = 1, t//4 = 1: 128 + 64 + 16 + 5 = 213
-    assert _one("sglang-page8", 213, 75, num_pages=4) == (14144 + 213, 1)
-    # scale [g][t]: 14144 + 512 + 2*8 + 1 = 14673
-    assert _one("sglang-page8", 209, 2, field="e8m0", num_pages=4) == (14673, -1)
+
+
+def test_spec_sglang_page8_examples() -> None:
+    # split writer, page8=True: page8 = slot//8, t = slot%8, g = d//32, j = (d%32)//2;
+    # payload flat page8*512 + ((t%4)*4 + g)*32 + (t//4)*16 + j, scale flat page8*32 + g*8 + t
+    # slot 209: page8 = 26 (26*8 = 208), t = 1 -> t%4 = 1, t//4 = 0
+    # dim 74 (packed byte 37): g = 2, j = 10//2 = 5, low nibble
+    # 26*512 + (1*4 + 2)*32 + 0*16 + 5 = 13312 + 192 + 0 + 5 = 13509
+    # of [4, 1, 4, 64, 16]: 13509 = 3*4096 + 0*4096 + 1*1024 + 12*16 + 5 -> [3, 0, 1, 12, 5]
+    assert _one("sglang-page8", 209, 74, num_pages=4) == (13509, 0)
+    # slot 213: page8 = 26, t = 5 -> t%4 = 1, t//4 = 1; dim 75: g = 2, j = 5, high nibble
+    # 13312 + (1*4 + 2)*32 + 1*16 + 5 = 13312 + 192 + 16 + 5 = 13525
+    assert _one("sglang-page8", 213, 75, num_pages=4) == (13525, 1)
+    # slot 7: page8 = 0, t = 7 -> t%4 = 3, t//4 = 1; dim 127: g = 3, j = 31//2 = 15, high
+    # 0 + (3*4 + 3)*32 + 16 + 15 = 480 + 31 = 511: the last byte of the first 512-byte page
+    assert _one("sglang-page8", 7, 127, num_pages=1) == (511, 1)
+    # slot 4 (t = 4: t%4 = 0, t//4 = 1), dim 0: (0*4 + 0)*32 + 16 + 0 = 16
+    # slot 1 (t = 1), dim 0: (1*4 + 0)*32 = 128; slot 0, dim 32 (g = 1): (0*4 + 1)*32 = 32
+    assert _one("sglang-page8", 4, 0, num_pages=1) == (16, 0)
+    assert _one("sglang-page8", 1, 0, num_pages=1) == (128, 0)
+    assert _one("sglang-page8", 0, 32, num_pages=1) == (32, 0)
+    # scale, slot 209 group 2: 26*32 + 2*8 + 1 = 832 + 16 + 1 = 849
+    # of [4, 1, 4, 64]: 849 = 3*256 + 0*256 + 1*64 + 17 -> [3, 0, 1, 17]
+    assert _one("sglang-page8-scale", 209, 2, num_pages=4) == (849, -1)
+    # slot 213 group 3: 832 + 3*8 + 5 = 861; slot 7 group 3: 0 + 24 + 7 = 31
+    assert _one("sglang-page8-scale", 213, 3, num_pages=4) == (861, -1)
+    assert _one("sglang-page8-scale", 7, 3, num_pages=1) == (31, -1)
+    # the same coordinates in the page8=False (AITER) buffers of the same shapes differ:
+    # aiter-fp4-kv slot 209 dim 74 = [3, 0, 2, 17, 5] -> (14*64 + 17)*16 + 5 = 14613;
+    # aiter-fp4-kv-scale slot 209 group 2 = 901
+    assert _one("aiter-fp4-kv", 209, 74, num_blocks=4) == (14613, 0)
+    assert _one("aiter-fp4-kv-scale", 209, 2, num_blocks=4) == (901, -1)
+
+    kv, ks = layouts.get("sglang-page8"), layouts.get("sglang-page8-scale")
+    kbuf, sbuf = kv.new_buffer(num_pages=4), ks.new_buffer(num_pages=4)
+    packed = np.zeros((1, 64), np.uint8)
+    packed[0, 37] = 0x7C  # dims 74 (low, 0xC) and 75 (high, 0x7)
+    e8m0 = np.array([[0x70, 0x71, 0x72, 0x73]], np.uint8)
+    kv.scatter(kbuf, packed, slots=np.array([209]))
+    ks.scatter(sbuf, e8m0, slots=np.array([209]))
+    assert kbuf[3, 0, 1, 12, 5] == 0x7C and kbuf.reshape(-1)[13509] == 0x7C
+    # groups 0..3 of slot 209 at 832 + g*8 + 1 = 833, 841, 849, 857
+    assert list(sbuf.reshape(-1)[[833, 841, 849, 857]]) == [0x70, 0x71, 0x72, 0x73]
+    assert sbuf[3, 0, 1, 17] == 0x72
+    # sglang's reader views the buffers as [pages*8, 512] and [pages*8, 32]: row 26 holds the
+    # 8-slot page; nothing outside it was touched
+    rows, srows = kbuf.reshape(32, 512), sbuf.reshape(32, 32)
+    assert rows[26].reshape(4, 4, 2, 16)[1, :, 0, :].reshape(64)[37] == 0x7C  # [t%4][g][t//4]
+    assert list(srows[26].reshape(4, 8)[:, 1]) == [0x70, 0x71, 0x72, 0x73]  # [g][t]
+    assert np.all(np.delete(rows, 26, axis=0) == POISON)
+    assert np.all(np.delete(srows, 26, axis=0) == POISON)
+
+    # every slot, read back through sglang's views with fancy indexing (not the index map)
+    rng = np.random.Generator(np.random.PCG64(8))
+    (packed,) = random_logical(kv, 128, rng, num_pages=2)
+    (e8m0,) = random_logical(ks, 128, rng, num_pages=2)
+    kbuf, sbuf = kv.new_buffer(num_pages=2), ks.new_buffer(num_pages=2)
+    slots = rng.permutation(128)
+    kv.scatter(kbuf, packed, slots=slots)
+    ks.scatter(sbuf, e8m0, slots=slots)
+    page8, t = slots // 8, slots % 8
+    payload = kbuf.reshape(16, 512).reshape(16, 4, 4, 2, 16)  # [page8][t%4][g][t//4][j]
+    scale = sbuf.reshape(16, 32).reshape(16, 4, 8)  # [page8][g][t]
+    assert np.array_equal(payload[page8, t % 4, :, t // 4, :], packed.reshape(128, 4, 16))
+    assert np.array_equal(scale[page8, :, t], e8m0)
+
 
 
 def test_int32_word_byte_order() -> None:
@@ -458,18 +526,38 @@ def test_block_planar_read_token_interleaved_is_caught() -> None:
 @pytest.mark.parametrize(("writer", "reader", "dims"), [
     ("aiter-fp8-kv", "aiter-fp8-kv-preshuffle", dict(num_blocks=2, block_size=32)),  # BUGS 31
     ("aiter-fp8-kv-preshuffle", "aiter-fp8-kv", dict(num_blocks=2, block_size=32)),
-    ("sglang-page68", "sglang-page8", dict(num_pages=2)),
-    ("sglang-page8", "sglang-page68", dict(num_pages=2)),
+    # sglang's split writer with page8 on vs off: same buffers, same shapes, other placement
+    ("sglang-page8", "aiter-fp4-kv", dict(num_pages=2)),
+    ("aiter-fp4-kv", "sglang-page8", dict(num_blocks=2)),
+    ("sglang-page8-scale", "aiter-fp4-kv-scale", dict(num_pages=2)),
+    ("aiter-fp4-kv-scale", "sglang-page8-scale", dict(num_blocks=2)),
 ])
 def test_same_size_layouts_do_not_read_each_other(writer: str, reader: str,
                                                   dims: dict) -> None:
     w, r = layouts.get(writer), layouts.get(reader)
-    assert w.buffer_shape(**dims) == r.buffer_shape(**dims)
     rng = np.random.Generator(np.random.PCG64(31))
     arrays = random_logical(w, w.num_slots(**dims), rng, **dims)
     buf = w.new_buffer(**dims)
     w.scatter(buf, *arrays, **dims)
-    assert not all(same_bits(a, b) for a, b in zip(arrays, r.gather(buf, **dims)))
+    # the reader accepts the buffer as its own (gather infers its dims from the shape and
+    # checks it) and reads other bytes
+    wrong = r.gather(buf)
+    assert [a.shape for a in wrong] == [a.shape for a in arrays]
+    assert not all(same_bits(a, b) for a, b in zip(arrays, wrong))
+    assert all(same_bits(a, b) for a, b in zip(arrays, w.gather(buf)))
+
+
+def test_page8_and_aiter_place_no_slot_alike() -> None:
+    # a few bytes coincide (e.g. group 0 of slot 0), but no slot's row sits where the other
+    # layout puts it, so a page8 / AITER mix-up shows on every token
+    pairs = [(layouts.get("sglang-page8"), layouts.get("aiter-fp4-kv")),
+             (layouts.get("sglang-page8-scale"), layouts.get("aiter-fp4-kv-scale"))]
+    for page8, aiter in pairs:
+        a = page8.index_map(num_pages=2).offset
+        b = aiter.index_map(num_blocks=2).offset
+        assert a.shape == b.shape
+        assert not np.all(a == b, axis=1).any()
+        assert np.mean(a == b) < 0.1
 
 
 def test_kv_scale_without_interleave_is_caught() -> None:
@@ -515,13 +603,13 @@ def test_q_scale_read_at_unpadded_stride_is_caught() -> None:
 
 
 @pytest.mark.parametrize("name", ["aiter-fp4-kv", "aiter-fp4-kv-scale", "aiter-fp8-kv",
-                                  "sglang-page68", "sglang-page8"])
+                                  "sglang-page68", "sglang-page8", "sglang-page8-scale"])
 def test_offsets_past_2_to_the_32(name: str) -> None:
     layout = layouts.get(name)
     big = {"aiter-fp4-kv": dict(num_blocks=2**21 + 3), "aiter-fp4-kv-scale":
            dict(num_blocks=2**27 + 3), "aiter-fp8-kv": dict(num_blocks=2**20 + 3,
            block_size=64), "sglang-page68": dict(num_pages=2**20 + 3), "sglang-page8":
-           dict(num_pages=2**20 + 3)}[name]
+           dict(num_pages=2**20 + 3), "sglang-page8-scale": dict(num_pages=2**24 + 3)}[name]
     nbytes = int(np.prod(layout.buffer_shape(**big), dtype=object))
     assert nbytes > 2**32
     last = layout.num_slots(**big) - 1

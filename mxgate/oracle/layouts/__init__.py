@@ -17,9 +17,13 @@ Layouts (names for ``get``) and their dims keywords (defaults in brackets):
   aiter-fp8-kv-preshuffle  num_blocks, block_size (multiple of 16), head_dim [128]
   sglang-page68         num_pages, page_size [64]
   packed-row            num_rows
-  sglang-page8          num_pages (64-slot pages)
+  sglang-page8          num_pages (64-slot AITER pages; payload buffer)
+  sglang-page8-scale    num_pages (64-slot AITER pages; scale buffer)
 head_dim of the AITER FP4 layouts is any multiple of 128 (k_tiles = head_dim/128), although
 the op accepts only 128. The sglang layouts are fixed at head_dim 128 (64 + 4 bytes a token).
+sglang's split writer with page8=True keeps AITER's two buffers and shapes but addresses each
+one flat, in 8-slot pages: sglang-page8 is its payload buffer, sglang-page8-scale its scale
+buffer (same shapes as aiter-fp4-kv / aiter-fp4-kv-scale, different placement).
 
 Logical arrays (what scatter takes, gather returns, in this order), n rows each:
   aiter-fp4-q         packed uint8 [T, H, head_dim/2]
@@ -27,7 +31,9 @@ Logical arrays (what scatter takes, gather returns, in this order), n rows each:
   aiter-fp4-kv        packed uint8 [n, head_dim/2]       (low nibble = even dim)
   aiter-fp4-kv-scale  e8m0 uint8 [n, head_dim/32]
   aiter-fp8-kv(-preshuffle)  data uint8 [n, head_dim] (fp8 codes), scale float32 [n]
-  sglang-page68, sglang-page8  packed uint8 [n, 64], e8m0 uint8 [n, 4]
+  sglang-page68       packed uint8 [n, 64], e8m0 uint8 [n, 4]
+  sglang-page8        packed uint8 [n, 64]       (low nibble = even dim)
+  sglang-page8-scale  e8m0 uint8 [n, 4]
   packed-row          packed uint8 [n, 64], scale int32 [n] (e8m0 of group g in byte g, LE)
 
 Slots: for the slot layouts, logical row i goes to slot ``slots[i]`` (default: i); rows whose
@@ -66,6 +72,7 @@ from mxgate.oracle.layouts._core import (
 from mxgate.oracle.layouts._sglang import (
     PackedRow,
     SglangPage8,
+    SglangPage8Scale,
     SglangPage68,
     e8m0_to_word,
     join_packed_row,
@@ -77,7 +84,7 @@ _REGISTRY: dict[str, Layout] = {
     layout.name: layout
     for layout in (AiterFp4Q(), AiterFp4QScale(), AiterFp4Kv(), AiterFp4KvScale(),
                    AiterFp8Kv(), AiterFp8KvPreshuffle(), SglangPage68(), PackedRow(),
-                   SglangPage8())
+                   SglangPage8(), SglangPage8Scale())
 }
 
 

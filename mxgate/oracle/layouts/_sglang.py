@@ -1,6 +1,6 @@
 """sglang / DeepGEMM layouts: the 68-byte page, the packed-row form with its int32 scale word,
-and the page8 view of sglang's AITER-layout split writer (SPEC section 5). head_dim is 128:
-64 packed bytes and 4 e8m0 bytes per token."""
+and the two buffers of sglang's AITER-layout split writer with page8=True (SPEC section 5).
+head_dim is 128: 64 packed bytes and 4 e8m0 bytes per token."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field, Layout, _View,
 ROW = 64  # packed bytes per token (head_dim 128)
 GROUPS = 4  # e8m0 bytes per token
 SLOT_BYTES = ROW + GROUPS  # 68
-BIG_PAGE = 64  # page8: slots per page
-SUB_PAGE = 8  # page8: slots per sub-page
-SUB_BYTES = SUB_PAGE * SLOT_BYTES  # 544
-SUB_PAYLOAD = SUB_PAGE * ROW  # 512
+KV_BLOCK = 64  # page8: slots per AITER page (the buffers' shape)
+PAGE8 = 8  # page8: slots per flat page
+PAGE8_PAYLOAD = PAGE8 * ROW  # 512 payload bytes per flat page
+PAGE8_SCALE = PAGE8 * GROUPS  # 32 scale bytes per flat page
 
 
 def _packed(axis: str) -> Field:
@@ -159,56 +159,99 @@ def split_packed_row(buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return PackedRow().gather(buffer)  # type: ignore[return-value]
 
 
-class SglangPage8(Layout):
-    name = "sglang-page8"
-    title = "sglang split writer page8 view: each 64-slot page as eight 8-slot pages"
-    source = "sglang DSV4 AITER-layout split K cache writer, page8=True"
-    shape_doc = "[num_pages, 64*68]; sub-page s of a page at bytes [s*544, (s+1)*544)"
-    fields = (_packed("slot"), _e8m0())
+class _SglangPage8Base(Layout):
+    """Shared dims of the two page8 buffers: num_pages 64-slot AITER pages, seen as
+    num_pages*8 flat 8-slot pages."""
+
     dim_defaults = {"num_pages": None}
-    notes = ("reading of SPEC: sub-page s = (slot%64)//8 is contiguous (544 bytes: 512 payload "
-             "then 32 scale bytes); t = slot%8; payload [t%4][g][t//4][16 bytes], "
-             "scale [g][t]",)
+    rank: int = 0  # buffer ndim, set by each subclass
 
     def _derive(self, d: Dims) -> Dims:
         _check_count(d, "num_pages")
         return d
 
-    def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_pages"], BIG_PAGE * SLOT_BYTES)
-
     def _num_slots(self, d: Dims) -> int:
-        return d["num_pages"] * BIG_PAGE
-
-    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW if field == "packed" else GROUPS))
-
-    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
-        s = c[0]
-        page, o = s // BIG_PAGE, s % BIG_PAGE
-        sub, t = o // SUB_PAGE, o % SUB_PAGE
-        base = page * BIG_PAGE * SLOT_BYTES + sub * SUB_BYTES
-        if field == "packed":
-            g, j = c[1] // 16, c[1] % 16
-            return base + (((t % 4) * GROUPS + g) * 2 + t // 4) * 16 + j
-        return base + SUB_PAYLOAD + c[1] * SUB_PAGE + t
-
-    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
-        n = d["num_pages"]
-        subs = reshape_view(buf, (n, SUB_PAGE, SUB_BYTES))
-        payload = reshape_view(subs[:, :, :SUB_PAYLOAD], (n, SUB_PAGE, 4, GROUPS, 2, 16))
-        scale = reshape_view(subs[:, :, SUB_PAYLOAD:], (n, SUB_PAGE, GROUPS, SUB_PAGE))
-        # payload (page, sub, t%4, g, t//4, j) -> (page, sub, t//4, t%4, g, j)
-        # scale (page, sub, g, t) -> (page, sub, t, g)
-        return {"packed": _View(payload.transpose(0, 1, 4, 2, 3, 5), (n, SUB_PAGE, 2, 4)),
-                "e8m0": _View(scale.transpose(0, 1, 3, 2), (n, SUB_PAGE, SUB_PAGE))}
+        return d["num_pages"] * KV_BLOCK
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
-        if len(shape) != 2:
+        # only the page count varies; a wrong tail is reported by the shape check
+        if len(shape) != self.rank:
             return {}
         return {"num_pages": shape[0]}
 
+
+class SglangPage8(_SglangPage8Base):
+    name = "sglang-page8"
+    title = ("sglang split writer, page8=True: payload buffer, flat 512-byte pages of 8 slots "
+             "over AITER's kv_cache shape")
+    source = ("sglang 0.5.23 store_fp4_index_k_cache_split(..., page8=True), payload; "
+              "sglang/kernels/ops/kvcache/dsv4_fp4_index_k_cache_hip.py:38-50")
+    shape_doc = "[num_pages, 1, 4, 64, 16] (AITER's kv_cache shape), addressed flat"
+    fields = (_packed("slot"),)
+    rank = 5
+    notes = ("the writer ignores the buffer's AITER axes: page8 = slot//8 owns flat bytes "
+             "[page8*512, page8*512 + 512), laid out [t%4][g][t//4][16 bytes], t = slot%8",
+             "sglang's reader views this buffer as [num_pages*8, 512] "
+             "(fp4_indexer_hip.py:815-824)",
+             "the scales live in a second buffer: sglang-page8-scale",
+             "same shape as aiter-fp4-kv, different placement: page8 off writes aiter-fp4-kv")
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_pages"], 1, GROUPS, KV_BLOCK, 16)
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        return ((0, self._num_slots(d)), (0, ROW))
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        # packed byte k = g*16 + j (g = d//32, j = (d%32)//2)
+        s, k = c
+        page8, t = s // PAGE8, s % PAGE8
+        g, j = k // 16, k % 16
+        return page8 * PAGE8_PAYLOAD + ((t % 4) * GROUPS + g) * 32 + (t // 4) * 16 + j
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        pages8 = d["num_pages"] * (KV_BLOCK // PAGE8)
+        # flat [page8, t%4, g, t//4, j] -> (page8, t//4, t%4, g, j): slot digits then row bytes
+        flat = reshape_view(buf, (pages8, 4, GROUPS, 2, 16))
+        return {"packed": _View(flat.transpose(0, 3, 1, 2, 4), (pages8, 2, 4))}
+
     def _formulas(self) -> dict[str, str]:
-        return {"packed": ("[page, s*544 + (t%4)*128 + g*32 + (t//4)*16 + j], nibble d & 1; "
-                           "s = (slot%64)//8, t = slot%8, g = d//32, j = (d%32)//2"),
-                "e8m0": "[page, s*544 + 512 + g*8 + t]"}
+        return {"packed": ("flat page8*512 + ((t%4)*4 + g)*32 + (t//4)*16 + j, nibble d & 1; "
+                           "page8 = slot//8, t = slot%8, g = d//32, j = (d%32)//2")}
+
+
+class SglangPage8Scale(_SglangPage8Base):
+    name = "sglang-page8-scale"
+    title = ("sglang split writer, page8=True: scale buffer, flat 32-byte pages of 8 slots "
+             "over AITER's kv_cache_scale shape")
+    source = ("sglang 0.5.23 store_fp4_index_k_cache_split(..., page8=True), scale; "
+              "sglang/kernels/ops/kvcache/dsv4_fp4_index_k_cache_hip.py:38-50")
+    shape_doc = "[num_pages, 1, 4, 64] (AITER's kv_cache_scale shape), addressed flat"
+    fields = (_e8m0(),)
+    rank = 4
+    notes = ("the writer ignores the buffer's AITER axes (and the 16 x 4 interleave): "
+             "page8 = slot//8 owns flat bytes [page8*32, page8*32 + 32), laid out [g][t], "
+             "t = slot%8",
+             "sglang's reader views this buffer as [num_pages*8, 32] "
+             "(fp4_indexer_hip.py:815-824)",
+             "the packed codes live in a second buffer: sglang-page8",
+             "same shape as aiter-fp4-kv-scale, different placement")
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_pages"], 1, GROUPS, KV_BLOCK)
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        return ((0, self._num_slots(d)), (0, GROUPS))
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        s, g = c
+        return (s // PAGE8) * PAGE8_SCALE + g * PAGE8 + s % PAGE8
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        pages8 = d["num_pages"] * (KV_BLOCK // PAGE8)
+        # flat [page8, g, t] -> (page8, t, g)
+        flat = reshape_view(buf, (pages8, GROUPS, PAGE8))
+        return {"e8m0": _View(flat.transpose(0, 2, 1), (pages8, PAGE8))}
+
+    def _formulas(self) -> dict[str, str]:
+        return {"e8m0": "flat page8*32 + g*8 + t; page8 = slot//8, t = slot%8"}
