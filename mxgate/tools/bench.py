@@ -35,7 +35,8 @@ class BenchRow:
         return self.peer_ms / self.oracle_ms
 
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "ratio_1thread": round(self.ratio_1thread, 2), "ratio": round(self.ratio, 2)}
+        timings = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {**timings, "ratio_1thread": round(self.ratio_1thread, 2), "ratio": round(self.ratio, 2)}
 
 
 def _best_ms(function: Callable[[], object], repeat: int) -> float:
@@ -83,7 +84,7 @@ def run_bench(log2_size: int = 24, repeat: int = 5, seed: int = 20261129) -> lis
     for case, ours, peer_name, peer in cases:
         one = _with_threads(1, ours, repeat)
         many = _with_threads(None, ours, repeat)
-        rows.append(BenchRow(case, n, round(one, 2), round(many, 2), threads, peer_name, round(_best_ms(peer, repeat), 2)))
+        rows.append(BenchRow(case, n, one, many, threads, peer_name, _best_ms(peer, repeat)))
     return rows
 
 
