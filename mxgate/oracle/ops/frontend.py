@@ -1,0 +1,199 @@
+"""The float32 front end of ``indexer_qk_rope_quant_and_cache``: RoPE, LayerNorm and the
+rounding points, plus the admissible set ("envelope") of K front ends.
+
+Everything here is float32 arithmetic with one rounding per operation, as the kernel does it.
+The two places the kernel's bits are not pinned down by its source are modelled explicitly:
+
+* ``rsqrtf`` is the hardware ``v_rsq_f32`` (about 1 ulp, not correctly rounded): a variant
+  takes the correctly rounded value (``rn``) or its neighbour one ulp below / above.
+* FP contraction (clang's default): ``fma`` evaluates LayerNorm's ``c*inv*w + b`` as
+  ``fma(fl(c*inv), w, b)`` and RoPE's ``x*cos -/+ p*sin`` as ``fma(x, cos, -/+fl(p*sin))``;
+  ``mul-add`` rounds every product and sum separately.
+
+A ``FrontEnd`` names one member; ``envelope(profile)`` lists all six with the profile's
+default first (rsqrt ``rn`` and the profile's ``fma_contraction``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.formats.bf16 import round_bf16
+from mxgate.oracle.ops.f32math import fma32, rsqrt32
+
+HEAD_DIM = 128
+ROPE_DIM = 64
+HALF = ROPE_DIM // 2
+
+ScalarKind = Literal["bf16", "fp16", "fp32"]
+Rsqrt = Literal["rn", "down", "up"]
+_RSQRT_WORDS = {"rn": "correctly rounded", "down": "one ulp below", "up": "one ulp above"}
+_TINY = np.float32(2.0**-126)  # below this a product of two bf16/fp16 values may be inexact
+_HUGE = np.float32(np.finfo(np.float32).max)  # above it fl(x*c) overflowed where an FMA may not
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """One admissible evaluation of the front end: the rsqrtf result and FP contraction."""
+
+    rsqrt: Rsqrt = "rn"
+    fma: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"rsqrt-{self.rsqrt}+{'fma' if self.fma else 'mul-add'}"
+
+    def describe(self) -> str:
+        contraction = "fused multiply-add" if self.fma else "separate multiply and add"
+        return f"rsqrtf {_RSQRT_WORDS[self.rsqrt]}, {contraction} in LayerNorm and RoPE"
+
+
+VARIANTS: tuple[FrontEnd, ...] = tuple(FrontEnd(r, f) for r in ("rn", "down", "up") for f in (True, False))
+VARIANT_NAMES: tuple[str, ...] = tuple(v.name for v in VARIANTS)
+
+
+def default_variant(profile: str | _profiles.Profile = "gfx950") -> FrontEnd:
+    """The member whose bytes are the ``exact`` answer under ``profile``."""
+    return FrontEnd("rn", _profiles.get(profile).fma_contraction)
+
+
+def envelope(profile: str | _profiles.Profile = "gfx950") -> tuple[FrontEnd, ...]:
+    """Every admissible member, the profile's default first."""
+    first = default_variant(profile)
+    return (first,) + tuple(v for v in VARIANTS if v != first)
+
+
+def get_variant(variant: str | FrontEnd | None, profile: str | _profiles.Profile = "gfx950") -> FrontEnd:
+    """A FrontEnd from its name (None: the profile's default)."""
+    if variant is None:
+        return default_variant(profile)
+    if isinstance(variant, FrontEnd):
+        return variant
+    for v in VARIANTS:
+        if v.name == variant:
+            return v
+    raise ValueError(f"variant must be one of {', '.join(VARIANT_NAMES)}; got {variant!r}")
+
+
+# ---- scalar_t conversions ----------------------------------------------------------------------
+
+
+def to_f32(raw: np.ndarray, kind: ScalarKind) -> np.ndarray:
+    """Stored values (bf16 as uint16 bit patterns, float16, float32) -> a new float32 array."""
+    if kind == "bf16":
+        return np.left_shift(raw, np.uint32(16), dtype=np.uint32).view(np.float32)
+    return raw.astype(np.float32)  # always a copy: callers modify the result in place
+
+
+def round_to(x: np.ndarray, kind: ScalarKind) -> np.ndarray:
+    """float32 -> the nearest scalar_t value (round to nearest even), returned as float32."""
+    if kind == "bf16":
+        return round_bf16(x)
+    if kind == "fp16":
+        return x.astype(np.float16).astype(np.float32)  # NumPy's cast rounds to nearest even
+    return x
+
+
+# ---- RoPE ---------------------------------------------------------------------------------------
+
+
+def _mul_add(x: np.ndarray, c: np.ndarray, other: np.ndarray, fma: bool, exact_products: bool) -> np.ndarray:
+    """x*c + other in float32: fma(x, c, other) or fl(fl(x*c) + other).
+
+    When x and c are bf16/fp16 values their product has at most 22 significant bits, so
+    fl(x*c) is exact unless it is below 2^-126 or overflows; only those elements need the
+    emulated FMA.
+    """
+    product = x * c
+    out = product + other
+    if not fma:
+        return out
+    if not exact_products:
+        return fma32(x, c, other)
+    magnitude = np.abs(product)
+    suspect = (magnitude < _TINY) | (magnitude > _HUGE)
+    if np.any(suspect):
+        xb, cb, ob = np.broadcast_arrays(x, c, other)
+        out[suspect] = fma32(xb[suspect], cb[suspect], ob[suspect])
+    return out
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, is_neox: bool, fma: bool,
+         exact_products: bool) -> np.ndarray:
+    """Rotate the first 64 dims of x [..., >=64] (float32); partners come from the unrotated x.
+
+    cos, sin: float32 [..., 32] broadcastable against x[..., :32]. is_neox pairs (i, i+32),
+    else (2i, 2i+1); both use cos[i], sin[i]. Leading element: x*cos - p*sin; trailing
+    element: x*cos + p*sin. Returns a new float32 [..., 64] array (not rounded).
+    """
+    if is_neox:
+        lead, trail = x[..., :HALF], x[..., HALF:ROPE_DIM]
+    else:
+        lead, trail = x[..., 0:ROPE_DIM:2], x[..., 1:ROPE_DIM:2]
+    out = np.empty(x.shape[:-1] + (ROPE_DIM,), dtype=np.float32)
+    new_lead = _mul_add(lead, cos, -(trail * sin), fma, exact_products)
+    new_trail = _mul_add(trail, cos, lead * sin, fma, exact_products)
+    if is_neox:
+        out[..., :HALF] = new_lead
+        out[..., HALF:] = new_trail
+    else:
+        out[..., 0::2] = new_lead
+        out[..., 1::2] = new_trail
+    return out
+
+
+# ---- Q and K pipelines --------------------------------------------------------------------------
+
+
+def q_frontend(q32: np.ndarray, cos: np.ndarray, sin: np.ndarray, is_neox: bool, kind: ScalarKind,
+               fma: bool) -> np.ndarray:
+    """Q rows [n, H, 128] (float32, modified in place and returned): RoPE on dims < 64 with the
+    partners of the unrotated row, those 64 rounded to scalar_t; dims 64..127 pass through.
+
+    cos, sin: float32 [n, 32] (the token's table rows)."""
+    rotated = rope(q32, cos[:, None, :], sin[:, None, :], is_neox, fma, kind != "fp32")
+    q32[..., :ROPE_DIM] = round_to(rotated, kind)
+    return q32
+
+
+def tree_sum(x: np.ndarray) -> np.ndarray:
+    """Sum over the last axis (a power of two) by the balanced pairwise tree in natural order:
+    (0+1), (2+3), ... then pairs of pairs; float32 throughout."""
+    while x.shape[-1] > 1:
+        x = x[..., 0::2] + x[..., 1::2]
+    return x[..., 0]
+
+
+def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, epsilon: np.float32,
+               variant: FrontEnd) -> np.ndarray:
+    """LayerNorm of K rows [n, 128] in float32 (not rounded): mean = tree/128, c = x - mean,
+    inv = rsqrtf(tree(c*c)/128 + eps) per the variant, n = c*inv*w + b per the variant."""
+    n = np.float32(x.shape[-1])
+    mean = tree_sum(x) / n
+    centered = x - mean[:, None]
+    variance = tree_sum(centered * centered) / n + epsilon
+    inv = rsqrt32(variance)
+    if variant.rsqrt == "down":
+        inv = np.nextafter(inv, np.float32(0))
+    elif variant.rsqrt == "up":
+        inv = np.nextafter(inv, np.float32(np.inf))
+    scaled = centered * inv[:, None]
+    if variant.fma:
+        return fma32(scaled, weight, bias)
+    return scaled * weight + bias
+
+
+def k_frontend(k32: np.ndarray, weight: np.ndarray, bias: np.ndarray, epsilon: np.float32,
+               cos: np.ndarray, sin: np.ndarray, is_neox: bool, kind: ScalarKind,
+               variant: FrontEnd) -> np.ndarray:
+    """K rows [n, 128] float32 -> the values the quantizer sees: LayerNorm, all 128 rounded to
+    scalar_t, RoPE on dims < 64 (partners from the normalised row), those rounded again."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        normed = round_to(layer_norm(k32, weight, bias, epsilon, variant), kind)
+        rotated = rope(normed, cos, sin, is_neox, variant.fma, kind != "fp32")
+        normed[:, :ROPE_DIM] = round_to(rotated, kind)
+    return normed

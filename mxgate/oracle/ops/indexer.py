@@ -1,0 +1,231 @@
+"""``indexer_qk_rope_quant_and_cache``: AITER's fused DSA-indexer writer, FP8 and FP4 modes.
+
+Per token t < T = min(len(k), len(slot_mapping)):
+  Q (every head): RoPE on dims < 64, round to scalar_t, quantize per row (FP8) or per group
+    of 32 (FP4); weights_out = fl(fl(w * q_scale) * weights_scale) (FP8) or w (FP4).
+  K: LayerNorm, round, RoPE, round, quantize, store at slot_mapping[t].
+Tokens with slot < 0 write nothing, unless compute_all_q_rope, where their Q outputs are
+written (their position clamped to the table) and only K is skipped. Every other byte of the
+outputs keeps its value. docs/ops/indexer.md states the contract step by step.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from mxgate.oracle import layouts
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.ops import fastq, frontend, quant
+from mxgate.oracle.ops.frontend import FrontEnd
+from mxgate.oracle.ops.validation import Call, check_call, fresh_outputs
+
+_CHUNK_ELEMENTS = 1 << 17  # Q elements per pass: temporaries stay in cache (measured)
+_K_CHUNK_ROWS = 4096
+_FAST_PATH = True  # tests switch it off to compare the fast bf16 path with the general one
+
+
+class IndexerOutputs(NamedTuple):
+    """The five outputs (the caller's arrays where given). FP8 mode has no scale buffers."""
+
+    q_out: np.ndarray
+    weights_out: np.ndarray
+    kv_cache: np.ndarray
+    q_scale_out: np.ndarray | None
+    kv_cache_scale: np.ndarray | None
+
+
+def indexer_qk_rope_quant_and_cache(
+    q: np.ndarray,
+    q_out: np.ndarray | None,
+    weights: np.ndarray,
+    weights_out: np.ndarray | None,
+    k: np.ndarray,
+    kv_cache: np.ndarray | None,
+    slot_mapping: np.ndarray,
+    norm_weight: np.ndarray,
+    norm_bias: np.ndarray,
+    positions: np.ndarray,
+    cos_cache: np.ndarray,
+    sin_cache: np.ndarray,
+    epsilon: float,
+    quant_block_size: int,
+    scale_fmt: str | None,
+    weights_scale: float,
+    preshuffle: bool = False,
+    is_neox: bool = True,
+    compute_all_q_rope: bool = False,
+    q_scale_out: np.ndarray | None = None,
+    kv_cache_scale: np.ndarray | None = None,
+    *,
+    profile: str | _profiles.Profile = "gfx950",
+    variant: str | FrontEnd | None = None,
+    mode: str | None = None,
+    num_blocks: int | None = None,
+    kv_block_size: int | None = None,
+) -> IndexerOutputs:
+    """The oracle of AITER's op (keyword names as AITER's), writing in place or into fresh buffers.
+
+    Inputs: q [T', H, 128], weights [T', H], k [T, 128], cos_cache / sin_cache [max_pos, 32],
+    all of one scalar type: bf16 (``ml_dtypes.bfloat16`` arrays or raw uint16 bit patterns),
+    float16 or float32. slot_mapping and positions int64; norm_weight / norm_bias float32 [128].
+
+    FP4 mode iff q_scale_out and kv_cache_scale are given (or ``mode="fp4"``, which makes
+    fresh ones for those left None). Outputs passed as None come back as fresh buffers filled
+    with ``layouts.POISON``; bf16 outputs come back as uint16 bit patterns. Given outputs are
+    written in place (only the bytes the contract writes) and returned.
+
+    profile: the semantics to emulate (``oracle.profiles``): FP4 element and scale rules, and
+    for FP8 ``fp8_variant`` (e4m3fn "gfx950", e4m3fnuz "aiter-gfx942"), ``fp8_overflow`` and
+    ``ue8m0_rounding``; its ``fma_contraction`` picks the default front end.
+    variant: a member of the K front-end envelope (``frontend.VARIANT_NAMES``); default the
+    profile's (rsqrt correctly rounded).
+    num_blocks, kv_block_size: geometry of a fresh kv_cache (default: the fewest 64-slot
+    blocks holding every slot).
+    """
+    call = check_call(
+        q=q, q_out=q_out, weights=weights, weights_out=weights_out, k=k, kv_cache=kv_cache,
+        slot_mapping=slot_mapping, norm_weight=norm_weight, norm_bias=norm_bias, positions=positions,
+        cos_cache=cos_cache, sin_cache=sin_cache, epsilon=epsilon, quant_block_size=quant_block_size,
+        scale_fmt=scale_fmt, weights_scale=weights_scale, preshuffle=preshuffle, is_neox=is_neox,
+        compute_all_q_rope=compute_all_q_rope, q_scale_out=q_scale_out, kv_cache_scale=kv_cache_scale,
+        profile=profile, variant=variant, mode=mode, num_blocks=num_blocks, kv_block_size=kv_block_size,
+    )
+    given = (q_out, weights_out, kv_cache, q_scale_out, kv_cache_scale)
+    fresh_outputs(call)
+    run_call(call)
+    views = (call.q_out, call.weights_out, call.kv_cache, call.q_scale_out, call.kv_cache_scale)
+    return IndexerOutputs(*(g if g is not None else v for g, v in zip(given, views)))
+
+
+def run_call(call: Call) -> None:
+    """Compute every output of a validated call and write it into the call's buffers."""
+    cos = frontend.to_f32(call.cos_cache[call.positions], call.kind)
+    sin = frontend.to_f32(call.sin_cache[call.positions], call.kind)
+    if call.mode == "fp4":
+        _q_fp4(call, cos, sin)
+        _k_fp4(call, cos, sin)
+    else:
+        _q_fp8(call, cos, sin)
+        _k_fp8(call, cos, sin)
+
+
+# ---- Q -----------------------------------------------------------------------------------------
+
+
+def _q_chunks(call: Call, work) -> None:
+    """Call work(sel, raw) over the written Q tokens in cache-sized chunks (threads share them):
+    sel picks the chunk's tokens (a slice when every token is written), raw is their q."""
+    rows = call.q_rows
+    if rows.size == 0:
+        return
+    contiguous = rows.size == call.num_tokens
+    per_chunk = max(1, _CHUNK_ELEMENTS // (call.num_heads * frontend.HEAD_DIM))
+
+    def body(first: int, last: int) -> None:
+        for start in range(first, last, per_chunk):
+            stop = min(start + per_chunk, last)
+            sel = slice(start, stop) if contiguous else rows[start:stop]
+            work(sel, call.q[sel])
+
+    run_ranges(rows.size, body, weight=call.num_heads * frontend.HEAD_DIM)
+
+
+def _row_mask(call: Call) -> np.ndarray:
+    """The q layouts' slots argument: 0 for tokens whose Q outputs are written, -1 otherwise."""
+    written = np.ones(call.num_tokens, bool) if call.compute_all_q_rope else call.slots >= 0
+    return np.where(written, 0, -1).astype(np.int64)
+
+
+def _q_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
+    t, h = call.num_tokens, call.num_heads
+    packed = np.zeros((t, h, frontend.HEAD_DIM // 2), dtype=np.uint8)
+    scales = np.zeros((t, h, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=np.uint8)
+
+    fast = _FAST_PATH and fastq.applies(call.kind, call.profile)
+
+    def work(rows: slice | np.ndarray, raw: np.ndarray) -> None:
+        done = None
+        if fast:
+            done = fastq.q_fp4_chunk(raw, cos[rows], sin[rows], call.is_neox, call.variant.fma, call.profile)
+        if done is None:  # general path: every input kind, profile and special value
+            x = frontend.q_frontend(frontend.to_f32(raw, call.kind), cos[rows], sin[rows], call.is_neox,
+                                    call.kind, call.variant.fma)
+            done = quant.quantize_fp4(x, call.profile)
+        packed[rows], scales[rows] = done
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        _q_chunks(call, work)
+    mask = _row_mask(call)
+    layouts.get("aiter-fp4-q").scatter(call.q_out[:t], packed, slots=mask)
+    layouts.get("aiter-fp4-q-scale").scatter(call.q_scale_out[:t], scales, slots=mask, num_heads=h)
+    rows = call.q_rows
+    call.weights_out[rows] = call.weights[rows]  # a plain copy in q's dtype
+
+
+def _q_fp8(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
+    ws = call.weights_scale
+
+    def work(rows: slice | np.ndarray, raw: np.ndarray) -> None:
+        x = frontend.q_frontend(frontend.to_f32(raw, call.kind), cos[rows], sin[rows], call.is_neox, call.kind,
+                                call.variant.fma)
+        s = quant.fp8_scale(quant.fmax_amax(x), arithmetic="reciprocal", floor=quant.Q_AMAX_FLOOR,
+                            profile=call.profile, use_ue8m0=call.use_ue8m0)
+        call.q_out[rows] = quant.fp8_encode(x, s, call.profile)
+        w = frontend.to_f32(call.weights[rows], call.kind)
+        call.weights_out[rows] = (w * s) * ws
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        _q_chunks(call, work)
+
+
+# ---- K -----------------------------------------------------------------------------------------
+
+
+def k_values(call: Call, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray,
+             variant: FrontEnd | None = None) -> np.ndarray:
+    """The float32 values the K quantizer sees for tokens ``rows`` [n, 128]."""
+    chosen = call.variant if variant is None else variant
+    out = np.empty((rows.size, frontend.HEAD_DIM), dtype=np.float32)
+    for start in range(0, rows.size, _K_CHUNK_ROWS):
+        part = rows[start:start + _K_CHUNK_ROWS]
+        k32 = frontend.to_f32(call.k[part], call.kind)
+        out[start:start + part.size] = frontend.k_frontend(
+            k32, call.norm_weight, call.norm_bias, call.epsilon, cos[part], sin[part],
+            call.is_neox, call.kind, chosen)
+    return out
+
+
+def _k_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
+    rows = call.k_rows
+    if rows.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = k_values(call, rows, cos, sin)
+    packed = np.empty((rows.size, frontend.HEAD_DIM // 2), dtype=np.uint8)
+    scales = np.empty((rows.size, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=np.uint8)
+    fast = _FAST_PATH and fastq.applies(call.kind, call.profile)  # K values are bf16 values then
+    for start in range(0, rows.size, _K_CHUNK_ROWS):
+        part = slice(start, start + _K_CHUNK_ROWS)
+        done = fastq.quantize_rows(values[part], call.profile) if fast else None
+        if done is None:
+            done = quant.quantize_fp4(values[part], call.profile)
+        packed[part], scales[part] = done
+    slots = call.slots[rows]
+    layouts.get("aiter-fp4-kv").scatter(call.kv_cache, packed, slots=slots)
+    layouts.get("aiter-fp4-kv-scale").scatter(call.kv_cache_scale, scales, slots=slots)
+
+
+def _k_fp8(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
+    rows = call.k_rows
+    if rows.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = k_values(call, rows, cos, sin)
+        s = quant.fp8_scale(quant.fmax_amax(x), arithmetic="divide", floor=quant.K_AMAX_FLOOR,
+                            profile=call.profile, use_ue8m0=call.use_ue8m0)
+        codes = quant.fp8_encode(x, s, call.profile)
+    name = "aiter-fp8-kv-preshuffle" if call.preshuffle else "aiter-fp8-kv"
+    layouts.get(name).scatter(call.kv_cache, codes, s, slots=call.slots[rows])
