@@ -22,3 +22,21 @@ OPS: dict[str, str] = {
     "pa_mqa_logits_fp4.decode": "see mxgate.oracle.ops.logits",
     "pa_mqa_logits_fp4.prefill": "see mxgate.oracle.ops.logits",
 }
+
+# sglang's Triton FP4 indexer kernels (mxgate.kernels.sglang_triton); the last three need CUDA.
+OPS.update({
+    "fp4_indexer.quantize_rows": "(x_bf16: uint16[rows, 128]) -> (packed uint8[rows, 64], e8m0 uint8[rows, 4]), the multi-row (Blackwell) kernel",
+    "sglang-page8.store": "(k_bf16: uint16[T, 128], slots: int64[T], kv_cache: uint8[nb,1,4,64,16], kv_scale: uint8[nb,1,4,64]) -> (kv_cache, kv_scale), eight 8-slot pages per 64-slot page over the flat buffers",
+    "sglang.index_k_rope_pack": "(x_bf16: uint16[T, 128] | uint16[T, H, 128], freqs: complex64[F, rope_dim/2], rope_dim: int, positions: int64[T] | None = None, cache: uint8[pages, page_size*68] | None = None, slots: int64[T] | None = None) -> (packed uint8[T*H, 64], e8m0 uint8[T*H, 4]) | cache",
+    "sglang.fp4_index_logits.decode": "(q_bf16: uint16[B, H, 128], weights_bf16: uint16[B, H], slots: int64[B, L], lens: int64[B], table: uint8[pages, page_size*68]) -> float32[B, L], -inf at positions >= lens",
+    "sglang.fp4_index_logits.paged": "(q_bf16: uint16[B, H, 128], weights_bf16: uint16[B, H], req: int64[B], req_table: int32[R, W], lens: int64[B], table: uint8[pages, page_size*68], max_len: int, ratio: 1 | 2, candidate_mask: bool[B, >= max_len] | None = None) -> float32[B, max_len], defined below min(lens, max_len)",
+})
+
+# FP8 paged MQA logits over the indexer op's FP8 K cache (mxgate.oracle.ops.logits_fp8).
+OPS["pa_mqa_logits_fp8.decode"] = (
+    "(q_fp8: uint8[B, next_n, H, D] e4m3 codes, kv_cache: uint8[num_blocks, block_size, D+4] (aiter-fp8-kv, "
+    "or -preshuffle with preshuffle=True), weights: float32[B*next_n, H], context_lens: int32[B], "
+    "block_tables: int32[B, max_blocks], max_seq_len: int, preshuffle: bool = False, variant: 'fn' | 'fnuz' = 'fn', "
+    "out: float32[B*next_n, max_seq_len] | None = None) -> float32[B*next_n, max_seq_len], written iff "
+    "t + next_n - 1 - n < context_lens[b]; see mxgate.oracle.ops.logits_fp8"
+)
