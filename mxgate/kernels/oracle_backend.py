@@ -34,6 +34,22 @@ class OracleBackend(Backend):
         return table
 
 
+def _bind_profile(function, profile: str):
+    """Call an op-level oracle under this backend's profile unless the caller names one."""
+    import inspect
+
+    if "profile" not in inspect.signature(function).parameters:
+        return function
+
+    def run(*args, **kwargs):
+        kwargs.setdefault("profile", profile)
+        return function(*args, **kwargs)
+
+    run.__name__ = getattr(function, "__name__", "op")
+    run.__doc__ = function.__doc__
+    return run
+
+
 def _op_level(profile: str) -> dict[str, Op]:
     from mxgate.oracle import ops
 
@@ -45,5 +61,5 @@ def _op_level(profile: str) -> dict[str, Op]:
     ):
         function = getattr(ops, attr, None)
         if function is not None:
-            found[op_name] = Op(op_name, profile, function)
+            found[op_name] = Op(op_name, profile, _bind_profile(function, profile))
     return found

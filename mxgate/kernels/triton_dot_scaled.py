@@ -8,13 +8,13 @@ them. Runs compiled on a GPU or under ``TRITON_INTERPRET=1`` (Triton >= 3.9) on 
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Any
 
 import numpy as np
 
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+from mxgate.kernels.sglang_loader import env_scope, triton_mode
 
 _M, _N, _K = 256, 32, 64  # one row per scale byte; Triton's dot needs N >= 16 and K a multiple of 32
 _SHIFT = 10
@@ -29,9 +29,8 @@ def _triton_version() -> tuple[int, int]:
 
 @cache
 def _kernel(interpret: bool) -> Any:
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
-    try:  # triton reads TRITON_INTERPRET when @triton.jit decorates
+    # triton fixes interpreter vs compiled when it is first imported: share the loader's guard.
+    with env_scope("interpret" if interpret else "compiled"):
         import triton
         import triton.language as tl
 
@@ -49,11 +48,6 @@ def _kernel(interpret: bool) -> Any:
             tl.store(out_ptr + rows[:, None] * N + cols[None, :], product)
 
         return probe
-    finally:
-        if previous is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
 
 
 def probe_operands() -> dict[str, np.ndarray]:
@@ -90,6 +84,10 @@ class TritonDotScaledBackend(Backend):
             return missing
         if self.device == "cpu" and _triton_version() < (3, 9):
             return Availability(False, "the Triton CPU interpreter supports dot_scaled from 3.9 on")
+        current = triton_mode()
+        wanted = "compiled" if self.device == "cuda" else "interpret"
+        if current is not None and current != wanted:
+            return Availability(False, f"triton is already imported in {current} mode in this process; {wanted} needs a fresh process")
         if self.device == "cuda":
             import torch
 
@@ -109,6 +107,7 @@ class TritonDotScaledBackend(Backend):
         tensors = {k: torch.from_numpy(v).to(device) for k, v in operands.items()}
         out = torch.empty((_M, _N), dtype=torch.float32, device=device)
         kernel = _kernel(interpret=self.device != "cuda")
-        kernel[(1,)](tensors["a"], tensors["a_scale"], tensors["b"], tensors["b_scale"], out, _M, _N, _K)
+        with env_scope("compiled" if self.device == "cuda" else "interpret"):  # the launch reads it too
+            kernel[(1,)](tensors["a"], tensors["a_scale"], tensors["b"], tensors["b_scale"], out, _M, _N, _K)
         table = decode_from_probe(out.cpu().numpy())
         return table[np.asarray(codes, dtype=np.uint8)]

@@ -53,7 +53,7 @@ def quantize_mx(
     factor = e2m1.e8m0_divisor_reciprocals()[scales.reshape(-1)]
     groups = np.ascontiguousarray(x32).reshape(-1, group)
     packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)
-    table = e2m1.table(p.name)
+    table = e2m1.table(p)
     rows_per_chunk = max(CHUNK // group, 1)
 
     def work(first: int, last: int) -> None:
@@ -90,6 +90,8 @@ def dequantize_mx(
         raise ValueError(
             f"e8m0 must have shape {codes.shape[:-1] + (codes.shape[-1] // group,)} for packed {packed.shape}, got {e8m0.shape}"
         )
+    if codes.size == 0:
+        return np.zeros(codes.shape, dtype=np.float32)
     values = e2m1.VALUES[codes].reshape(codes.shape[:-1] + (-1, group))
     scale = decode_e8m0(e8m0, p)[..., None]
     return (values * scale).astype(np.float32).reshape(codes.shape)

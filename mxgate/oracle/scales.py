@@ -135,19 +135,23 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
 
 
 def ue8m0_round(s: np.ndarray, rounding: str = "log2f") -> np.ndarray:
-    """Power-of-two scale at or above s: exp2f(ceilf(log2f(s))) ('log2f') or bitwise ceil_pow2."""
+    """Power-of-two scale at or above s: exp2f(ceilf(log2f(s))) ('log2f') or bitwise ceil_pow2.
+
+    s must be positive; +Inf stays +Inf (exp2f(ceilf(log2f(inf))) is inf).
+    """
     check_choice(rounding, "rounding", ("log2f", "bitwise"))
     s32 = as_float32(s, "s")
     u = f32_bits(s32)
-    if np.any((u & np.uint32(0x80000000)) != 0) or np.any((u & ABS32) == 0) or np.any((u & ABS32) >= EXP32):
-        raise ValueError("s must be positive and finite")
+    if np.any((u & np.uint32(0x80000000)) != 0) or np.any((u & ABS32) == 0) or np.any((u & ABS32) > EXP32):
+        raise ValueError("s must be positive (or +Inf), not zero, negative or NaN")
+    infinite = u == EXP32
+    u = np.where(infinite, np.uint32(0x3F800000), u)
     if rounding == "log2f":
         k = _ceil_log2f_bits(u).astype(np.int64)
     else:
         k = _ceil_pow2_biased(u) - 127
-        k = np.where(((u & EXP32) == 0), np.maximum(k, -126), k)  # subnormal s: ceil is 2^-126
     inf = np.float32(np.inf)
-    return np.where(k > 127, inf, pow2_f32(np.clip(k, -149, 127))).astype(np.float32)
+    return np.where((k > 127) | infinite, inf, pow2_f32(np.clip(k, -149, 127))).astype(np.float32)
 
 
 def fp8_token_scale(

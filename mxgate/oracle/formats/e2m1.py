@@ -32,10 +32,13 @@ def _nan_codes_torchao(bits: np.ndarray, negative: np.ndarray) -> np.ndarray:
     return code | (negative.astype(np.uint8) << 3)
 
 
-@cache
-def table(profile_name: str) -> np.ndarray:
+def table(profile: str | _profiles.Profile) -> np.ndarray:
     """The rounding table of one profile: 4096 uint8 codes (see ``rounding``)."""
-    p = _profiles.get(profile_name)
+    return _table(_profiles.get(profile))
+
+
+@cache
+def _table(p: _profiles.Profile) -> np.ndarray:
     c = classify(_KEEP_BITS, MAGNITUDES, 8.0, p.tie)
     magnitude = c.index.astype(np.uint8)
     magnitude[c.overflow] = _MAX_CODE
@@ -76,7 +79,7 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
     if scale is not None:
         scale = as_uint8(scale, "scale")
         x32 = scaled_by_e8m0(x32, scale)
-    return lookup(f32_bits(x32), table(p.name), _KEEP_BITS)
+    return lookup(f32_bits(x32), _table(p), _KEEP_BITS)
 
 
 @cache
