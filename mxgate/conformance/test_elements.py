@@ -1,0 +1,235 @@
+"""Element and scale conformance against the live oracle, for every selected backend.
+
+Each backend op is judged under its declared profile (``backend.op(name).profile``, or
+``--profile``); the matrix reports how that profile differs from gfx950. Tiers: quick runs the
+boundary classes, default adds every bf16 pattern and Hypothesis blocks, exhaustive adds every
+float32 input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mxgate import oracle
+from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine, compare_arrays, differing
+from mxgate.oracle import profiles
+from mxgate.vectors.families import _unverified as unv
+from mxgate.vectors.families._values import F32_INF, F32_MAX, NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
+
+SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+CHUNK = 1 << 24  # float32 patterns per step of the exhaustive sweeps
+
+
+def _profile(backend, op: str, override: str | None) -> str:
+    return override or backend.op(op).profile
+
+
+def _boundary_f32() -> np.ndarray:
+    """Every element boundary class as float32 bit patterns (both signs)."""
+    pats: list[int] = [0, 1, 2, 0x00400000, 0x007FFFFF, F32_MAX, F32_INF, 0x3F800000 + 1]
+    for m in E2M1_MIDPOINTS + (6.0, 448.0, 464.0, 240.0, 248.0, 1.0625, 0.0009765625, 0.001953125):
+        b = int(np.float32(m).view(np.uint32))
+        pats += [b - 1, b, b + 1, b + 0x7FFF, b - 0x7FFF, b + 0x8000, b + 0xFFF]
+    pats += [int(v) for v in np.float32([0.1, 1e-30, 7.0, 8.0, 1e10, 3.0, 1.5]).view(np.uint32)]
+    pats += [p ^ 0x80000000 for p in pats]
+    return f32(pats)
+
+
+def _inputs(tier: str) -> np.ndarray:
+    x = _boundary_f32()
+    if tier == "quick":
+        return x
+    every = bf16_patterns()
+    return np.concatenate([x, f32(every[~is_nan_bits(every)])])
+
+
+def _judge_e2m1(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, profile: str, name: str) -> Verdict:
+    v = compare_arrays(expected, actual, name)
+    if v.verdict == FAIL and actual.shape == expected.shape and profile in unv.NAN_REASONS:
+        bad = differing(expected, actual)
+        if np.all(is_nan_bits(x.view(np.uint32))[bad]):
+            return Verdict(ACCEPTABLE, f"{unv.NAN_REASONS[profile]} ({v.mismatches} NaN inputs differ)", total=v.total)
+    return v
+
+
+@pytest.mark.mxgate_op("e2m1.encode")
+def test_e2m1_encode(backend, record, profile_override, tier) -> None:
+    profile = _profile(backend, "e2m1.encode", profile_override)
+    x = _inputs(tier)
+    verdict = _judge_e2m1(x, oracle.encode_e2m1(x, profile), backend.op("e2m1.encode").run(x), profile, "codes")
+    record("e2m1.encode", f"boundary-classes-{tier}", verdict, profile=profile)
+    nan = f32(NAN_PAYLOADS)
+    verdict = _judge_e2m1(nan, oracle.encode_e2m1(nan, profile), backend.op("e2m1.encode").run(nan), profile, "codes")
+    record("e2m1.encode", "nan-payloads", verdict, profile=profile)
+
+
+@pytest.mark.mxgate_op("e2m1.encode")
+@pytest.mark.exhaustive
+def test_e2m1_encode_every_float32(backend, record, profile_override) -> None:
+    _every_float32(backend, record, "e2m1.encode", profile_override,
+                   lambda x, p: oracle.encode_e2m1(x, p), judge=_judge_e2m1)
+
+
+def _every_float32(backend, record, op: str, override, reference, judge=None) -> None:
+    profile = _profile(backend, op, override)
+    run = backend.op(op).run
+    verdicts = []
+    for start in range(0, 1 << 32, CHUNK):
+        x = np.arange(start, start + CHUNK, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        expected, actual = reference(x, profile), np.asarray(run(x))
+        v = judge(x, expected, actual, profile, "codes") if judge else compare_arrays(expected, actual)
+        if v.first_mismatch is not None:
+            v.first_mismatch = (start + v.first_mismatch[0],)
+        verdicts.append(v)
+        if v.verdict == FAIL:
+            break
+    record(op, "every-float32", combine(verdicts), profile=profile)
+
+
+def _fp8_params():
+    return [pytest.param(v, marks=pytest.mark.mxgate_op(f"e4m3{v}.encode"), id=v) for v in ("fn", "fnuz")]
+
+
+@pytest.mark.parametrize("variant", _fp8_params())
+def test_e4m3_encode(backend, record, profile_override, tier, variant: str) -> None:
+    op = f"e4m3{variant}.encode"
+    profile = _profile(backend, op, profile_override)
+    x = _boundary_f32() if tier == "quick" else np.concatenate([_boundary_f32(), f32(bf16_patterns())])
+    x = np.concatenate([x, f32(NAN_PAYLOADS)])
+    expected = oracle.encode_e4m3(x, variant, saturate=SATURATE[profiles.get(profile).fp8_overflow])
+    record(op, f"boundary-classes-{tier}", compare_arrays(expected, backend.op(op).run(x), "codes"), profile=profile)
+
+
+@pytest.mark.parametrize("variant", _fp8_params())
+@pytest.mark.exhaustive
+def test_e4m3_encode_every_float32(backend, record, profile_override, variant: str) -> None:
+    op = f"e4m3{variant}.encode"
+    _every_float32(backend, record, op, profile_override,
+                   lambda x, p: oracle.encode_e4m3(x, variant, saturate=SATURATE[profiles.get(p).fp8_overflow]))
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.mxgate_op(f"e4m3{v}.decode"), id=v)
+                                     for v in ("fn", "fnuz")])
+def test_e4m3_decode(backend, record, profile_override, variant: str) -> None:
+    op = f"e4m3{variant}.decode"
+    profile = _profile(backend, op, profile_override)
+    codes = np.arange(256, dtype=np.uint8)
+    verdict = compare_arrays(oracle.decode_e4m3(codes, variant), backend.op(op).run(codes), "values", nan_equal=True)
+    record(op, "all-256-codes", verdict, profile=profile)
+
+
+@pytest.mark.mxgate_op("bf16.round")
+def test_bf16_round(backend, record, profile_override, tier) -> None:
+    profile = _profile(backend, "bf16.round", profile_override)
+    x = _boundary_f32()
+    if tier != "quick":
+        rng = np.random.Generator(np.random.PCG64(0x4D58))
+        x = np.concatenate([x, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    x = np.concatenate([x[~is_nan_bits(x.view(np.uint32))], f32(NAN_PAYLOADS)])
+    record("bf16.round", f"boundary-classes-{tier}", compare_arrays(oracle.bf16_bits(x, profile),
+                                                                  backend.op("bf16.round").run(x), "bits"),
+           seed=0x4D58, profile=profile)
+
+
+@pytest.mark.mxgate_op("bf16.round")
+@pytest.mark.exhaustive
+def test_bf16_round_every_float32(backend, record, profile_override) -> None:
+    _every_float32(backend, record, "bf16.round", profile_override, lambda x, p: oracle.bf16_bits(x, p))
+
+
+@pytest.mark.mxgate_op("e8m0.decode")
+def test_e8m0_decode(backend, record, profile_override) -> None:
+    profile = _profile(backend, "e8m0.decode", profile_override)
+    codes = np.arange(256, dtype=np.uint8)
+    verdict = compare_arrays(oracle.decode_e8m0(codes, profile), backend.op("e8m0.decode").run(codes), "values",
+                             nan_equal=True)
+    record("e8m0.decode", "all-256-codes", verdict, profile=profile)
+
+
+# ---- mx.quantize ----------------------------------------------------------------------------
+
+
+def _judge_mx(x: np.ndarray, profile: str, actual: tuple) -> Verdict:
+    packed, scales = oracle.quantize_mx(x, profile)
+    if not isinstance(actual, (tuple, list)) or len(actual) != 2:
+        return Verdict(FAIL, "mx.quantize must return (packed, e8m0)")
+    v = combine([compare_arrays(scales, np.asarray(actual[1]), "e8m0"), compare_arrays(packed, np.asarray(actual[0]), "packed")])
+    if v.verdict == FAIL and scales.shape == np.shape(actual[1]) and packed.shape == np.shape(actual[0]):
+        # Elements of a block whose scale byte is 0xFF are left open by SPEC 3.
+        scale_ok = not differing(scales, np.asarray(actual[1])).any()
+        bad_rows = differing(packed, np.asarray(actual[0])).reshape(scales.shape + (-1,)).any(axis=-1)
+        if scale_ok and np.all(scales[bad_rows] == 0xFF):
+            from mxgate.vectors.families.scales import SCALE_255_REASON
+
+            return Verdict(ACCEPTABLE, SCALE_255_REASON, total=v.total)
+    return v
+
+
+def _scale_blocks() -> np.ndarray:
+    """Zero, tiny, huge, non-finite and binade-edge blocks plus midpoint-after-scale rows."""
+    rows = [np.zeros(32, np.float32), np.full(32, -0.0, np.float32), np.full(32, 1e-36, np.float32),
+            f32(np.arange(1, 33)), np.full(32, np.float32(f32([F32_MAX])[0])),
+            np.linspace(-6, 6, 32, dtype=np.float32)]
+    for k in range(-140, 128, 7):
+        for m in (1.0, 1.5, 1.9999999):
+            amax = np.float32(m * 2.0**k)
+            rows.append((np.linspace(-1, 1, 32) * float(amax)).astype(np.float32))
+    bad = np.linspace(-3, 3, 32, dtype=np.float32)
+    bad[3] = np.inf
+    rows.append(bad)
+    for floor in (6.0 * 2.0**-126, 1e-10, 1e-8, 1e-4):
+        rows.append(np.full(32, floor, np.float32))
+    return np.stack(rows)
+
+
+@pytest.mark.mxgate_op("mx.quantize")
+def test_mx_quantize_boundaries(backend, record, profile_override) -> None:
+    profile = _profile(backend, "mx.quantize", profile_override)
+    x = _scale_blocks()
+    record("mx.quantize", "scale-boundary-blocks", _judge_mx(x, profile, backend.op("mx.quantize").run(x)), profile=profile)
+
+
+_FLOATS = st.one_of(
+    st.floats(width=32, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, -0.0, 0.25, -0.25, 2.5, 5.0, 6.0, 1e-38, 3e38, 2.0**-149]),
+)
+
+
+@st.composite
+def _blocks(draw) -> np.ndarray:
+    groups = draw(st.integers(1, 2))
+    scale = draw(st.integers(-120, 100))
+    values = draw(st.lists(_FLOATS, min_size=32 * groups, max_size=32 * groups))
+    x = np.array(values, dtype=np.float64) * (2.0**scale if draw(st.booleans()) else 1.0)
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)
+    return np.where(np.isfinite(x32), x32, np.float32(0.0)).reshape(1, -1)
+
+
+@pytest.mark.mxgate_op("mx.quantize")
+def test_mx_quantize_hypothesis(backend, record, profile_override, tier) -> None:
+    if tier == "quick":
+        pytest.skip("Hypothesis blocks run from the default tier on")
+    profile = _profile(backend, "mx.quantize", profile_override)
+    run = backend.op("mx.quantize").run
+    failures: list[Verdict] = []
+
+    @suite_settings()
+    @given(_blocks())
+    def check(x: np.ndarray) -> None:
+        v = _judge_mx(x, profile, run(x))
+        if not v.passed:
+            failures.append(v)
+            raise AssertionError(v.reason)
+
+    try:
+        check()
+        verdict = Verdict(EXACT)
+    except AssertionError:
+        verdict = failures[-1]  # Hypothesis replays the shrunk example last
+    record("mx.quantize", "hypothesis-blocks", verdict, profile=profile)

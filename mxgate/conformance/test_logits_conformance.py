@@ -1,0 +1,182 @@
+"""Conformance of paged MQA logits scorers (SPEC section 7) for any backend.
+
+Verdicts: ``exact`` when every window cell is bit-equal to the oracle's emulated order and every
+cell outside the window keeps the caller's fill; ``acceptable`` when the window cells differ but
+lie inside the rigorous bound around the exact value (any float32 head order, qk model
+"fp32-groups"); ``fail`` otherwise, naming the first cell. Every case is built from a
+``numpy.random.Generator(PCG64(seed))``; the seed is in the config id and in every failure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine
+from mxgate.oracle import profiles
+from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
+from mxgate.oracle.ops.logits_sglang import fp4_index_logits_decode_exact, fp4_index_logits_paged_exact
+
+DECODE = "pa_mqa_logits_fp4.decode"
+PREFILL = "pa_mqa_logits_fp4.prefill"
+FP8 = "pa_mqa_logits_fp8.decode"
+SGLANG_DECODE = "sglang.fp4_index_logits.decode"
+SGLANG_PAGED = "sglang.fp4_index_logits.paged"
+
+# AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py: (batch, max_ctx, next_n, heads)
+AITER_CONFIGS = [(2, 512, 1, 64), (3, 1024, 1, 64), (2, 512, 2, 64), (2, 768, 1, 128), (4, 2048, 1, 64)]
+PREFILL_CONFIGS = [(2, 512, 4, 64, False), (3, 1024, 8, 64, False), (2, 768, 4, 128, False), (2, 600, 6, 32, True)]
+POISON_BITS = 0x7FA5A5A5  # a NaN payload no kernel produces: untouched cells must keep it
+
+
+def _profile(op, override: str | None) -> str:
+    name = override or op.profile
+    return name if name in profiles.names() else "gfx950"
+
+
+def _verdict(check: logits.LogitsCheck) -> Verdict:
+    kind = {"exact": EXACT, "acceptable": ACCEPTABLE}.get(check.verdict, FAIL)
+    first = check.first_outside or check.first_fill_changed
+    return Verdict(kind, check.reason, mismatches=check.outside + check.fill_changed, total=check.cells,
+                   first_mismatch=first)
+
+
+def _poison(shape: tuple[int, int]) -> np.ndarray:
+    out = np.empty(shape, np.float32)
+    out.view(np.uint32)[:] = POISON_BITS
+    return out
+
+
+def _judge_fp4(op, scored: logits.ScoredLogits, kwargs: dict) -> Verdict:
+    """Two calls: a fresh output (-inf outside the window) and a poisoned one (kept outside)."""
+    fresh = np.asarray(op.run(**kwargs))
+    first = _verdict(scored.compare(fresh, fill=-np.inf))
+    poisoned = _poison(scored.window.shape)
+    got = op.run(**kwargs, out=poisoned)
+    got = poisoned if got is None else np.asarray(got)
+    second = _verdict(scored.compare(got, fill=_poison(scored.window.shape)))
+    return combine([first, second])
+
+
+@pytest.mark.mxgate_op(DECODE)
+@pytest.mark.parametrize("cfg", AITER_CONFIGS, ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
+def test_decode_aiter_configs(backend, record, profile_override, cfg) -> None:
+    op = backend.op(DECODE)
+    prof = _profile(op, profile_override)
+    seed = 5000 + cfg[0] * 7 + cfg[1] + cfg[2] * 13 + cfg[3]
+    case = lc.fp4_decode_case(seed, *cfg)
+    scored = logits.pa_mqa_logits_fp4_exact(**case.kwargs, profile=prof)
+    verdict = _judge_fp4(op, scored, case.kwargs)
+    record(DECODE, "b{}_ctx{}_n{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile=prof)
+
+
+@pytest.mark.mxgate_op(PREFILL)
+@pytest.mark.parametrize("cfg", PREFILL_CONFIGS, ids=lambda c: "b{}_ctx{}_rows{}_h{}{}".format(*c[:4], "_random" if c[4] else ""))
+def test_prefill_configs(backend, record, profile_override, cfg) -> None:
+    op = backend.op(PREFILL)
+    prof = _profile(op, profile_override)
+    B, ctx, rows, heads, random_windows = cfg
+    seed = 6000 + B + ctx + rows + heads + int(random_windows)
+    case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=random_windows)
+    scored = logits.pa_mqa_logits_fp4_prefill_exact(**case.kwargs, profile=prof)
+    verdict = _judge_fp4(op, scored, case.kwargs)
+    record(PREFILL, f"b{B}_ctx{ctx}_rows{rows}_h{heads}{'_random' if random_windows else ''}_seed{seed}", verdict,
+           seed=seed, profile=prof)
+
+
+LENGTHS = st.sampled_from([0, 1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 300])
+
+
+@st.composite
+def _ragged(draw) -> tuple[int, int, int, list[int], int]:
+    """Ragged lengths at block boundaries, next_n 1..4, random block tables with gaps (every
+    case), and group scales up to 2^spread apart (16: spans past the close-scale MFMA case)."""
+    return (draw(st.integers(0, 2**31 - 1)), draw(st.integers(1, 4)), draw(st.sampled_from([16, 32, 64])),
+            draw(st.lists(LENGTHS, min_size=1, max_size=4)), draw(st.sampled_from([0, 0, 3, 16])))
+
+
+@pytest.mark.mxgate_op(DECODE)
+def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> None:
+    if tier == "quick":
+        pytest.skip("Hypothesis cases run from the default tier on")
+    op = backend.op(DECODE)
+    prof = _profile(op, profile_override)
+    seen: list[tuple[int, str, Verdict]] = []
+
+    @suite_settings()
+    @given(_ragged())
+    def check(params: tuple[int, int, int, list[int], int]) -> None:
+        seed, next_n, heads, lens, spread = params
+        case = lc.fp4_decode_case(seed, len(lens), 300, next_n, heads, context_lens=np.array(lens), spread=spread)
+        scored = logits.pa_mqa_logits_fp4_exact(**case.kwargs, profile=prof)
+        verdict = _judge_fp4(op, scored, case.kwargs)
+        cid = f"lens{'-'.join(map(str, lens))}_n{next_n}_h{heads}_spread{spread}"
+        seen.append((seed, cid, verdict))
+        if not verdict.passed:
+            raise AssertionError(f"seed {seed} {cid}: {verdict.reason}")
+
+    try:
+        check()
+    except AssertionError:
+        seed, cid, verdict = seen[-1]  # Hypothesis replays the shrunk example last
+        record(DECODE, f"ragged-hypothesis_{cid}_seed{seed}", verdict, seed=seed, profile=prof)
+        return
+    worst = combine([v for _, _, v in seen]) if seen else Verdict(EXACT)
+    reason = worst.reason or f"{len(seen)} examples, every one exact"
+    if worst.verdict == ACCEPTABLE:
+        reason = f"{len(seen)} examples; " + seen[[v.verdict for _, _, v in seen].index(ACCEPTABLE)][2].reason
+    record(DECODE, "ragged-hypothesis", Verdict(worst.verdict, reason, total=worst.total), profile=prof)
+
+
+@pytest.mark.mxgate_op(FP8)
+@pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
+@pytest.mark.parametrize("cfg", AITER_CONFIGS[:3], ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
+def test_fp8_decode(backend, record, cfg, preshuffle) -> None:
+    op = backend.op(FP8)
+    seed = 7000 + sum(cfg) + int(preshuffle)
+    case = lc.fp8_decode_case(seed, *cfg, preshuffle=preshuffle)
+    scored = pa_mqa_logits_fp8_exact(**case.kwargs)
+    fresh = np.asarray(op.run(**case.kwargs))
+    verdict = _verdict(scored.compare(fresh, fill=-np.inf))
+    record(FP8, "b{}_ctx{}_n{}_h{}".format(*cfg) + ("_preshuffle" if preshuffle else "") + f"_seed{seed}", verdict,
+           seed=seed, profile="gfx950")
+
+
+@pytest.mark.mxgate_op(SGLANG_DECODE)
+@pytest.mark.parametrize("shape", [(4, 512, 64), (3, 1000, 32), (1, 130, 64)], ids=lambda s: "b{}_L{}_h{}".format(*s))
+def test_sglang_decode(backend, record, profile_override, shape) -> None:
+    op = backend.op(SGLANG_DECODE)
+    prof = profile_override or op.profile
+    B, L, H = shape
+    seed = 8000 + B + L + H
+    case = lc.sglang_decode_case(seed, B, L, H, profile=prof)
+    k = case.kwargs
+    scored = fp4_index_logits_decode_exact(**k, profile=prof)
+    got = np.asarray(op.run(q_bf16=k["q"], weights_bf16=k["weights"], slots=k["slots"], lens=k["lens"], table=k["table"]))
+    verdict = _verdict(scored.compare(got, fill=-np.inf))
+    record(SGLANG_DECODE, f"b{B}_L{L}_h{H}_seed{seed}", verdict, seed=seed, profile=prof)
+
+
+@pytest.mark.mxgate_op(SGLANG_PAGED)
+@pytest.mark.parametrize("ratio", [1, 2])
+def test_sglang_paged(backend, record, profile_override, ratio) -> None:
+    op = backend.op(SGLANG_PAGED)
+    prof = profile_override or op.profile
+    B, L, H = 3, 256, 64
+    seed = 8100 + ratio
+    case = lc.sglang_decode_case(seed, B, L, H, profile=prof)
+    k = case.kwargs
+    rng = lc.rng_for(seed)
+    req = rng.permutation(B + 1)[:B]
+    req_table = np.zeros((B + 1, L * ratio), np.int32)
+    req_table[req, ::ratio] = k["slots"] * ratio  # the paged reader divides by ratio
+    scored = fp4_index_logits_paged_exact(k["q"], k["weights"], req, req_table, k["lens"], k["table"], 64, L, ratio,
+                                          profile=prof)
+    got = np.asarray(op.run(q_bf16=k["q"], weights_bf16=k["weights"], req=req, req_table=req_table, lens=k["lens"],
+                            table=k["table"], max_len=L, ratio=ratio))
+    verdict = _verdict(scored.compare(got, fill=None))  # only positions below min(lens, L) are defined
+    record(SGLANG_PAGED, f"b{B}_L{L}_h{H}_ratio{ratio}_seed{seed}", verdict, seed=seed, profile=prof)

@@ -1,0 +1,154 @@
+"""Vector-driven conformance: run any backend against the golden vector files alone.
+
+Each case's stored inputs go to ``backend.op(op).run(...)``; the outputs are compared with the
+case's stored result under the backend's declared profile (or ``--profile``). A stored
+``acceptable`` result gives an acceptable verdict with its reason; alternatives (other
+admissible outputs) are acceptable too. Nothing here calls the oracle, so a kernel author with
+only the vector files and a kernel can run it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mxgate.conformance.verdicts import UNSUPPORTED, Verdict, judge_outputs
+from mxgate.vectors.loader import Case, VectorSet
+
+_VECTORS: dict[str, VectorSet] = {}
+
+
+def _vectors() -> VectorSet:
+    if "set" not in _VECTORS:
+        _VECTORS["set"] = VectorSet()
+    return _VECTORS["set"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    config = metafunc.config
+    if "vector_case" not in metafunc.fixturenames:
+        return
+    tier = config.getoption("--tier")
+    if "backend_name" not in metafunc.fixturenames:  # the oracle's own layout goldens
+        cases = [c for c in _vectors().cases(tier=tier) if c.op == "layout.scatter"]
+        metafunc.parametrize("vector_case", cases, ids=[f"{c.family}:{c.id}" for c in cases])
+        return
+    # (backend, case) pairs only where the backend implements the op; one 'not supported here'
+    # test per (backend, op) otherwise, so the matrix says so without a skip per case.
+    from mxgate import kernels
+    from mxgate.conformance.plugin import selected_backends
+
+    cases = [c for c in _vectors().cases(tier=tier) if c.op != "layout.scatter"]
+    pairs, ids = [], []
+    for name in selected_backends(config):
+        backend = kernels.get(name, device=config.getoption("--device"))
+        status = backend.available()
+        if not status:
+            pairs.append((name, Unsupported("*", f"{name}: {status.reason}")))
+            ids.append(f"{name}-not-supported-here")
+            continue
+        missing: dict[str, int] = {}
+        for c in cases:
+            if backend.implements(c.op):
+                pairs.append((name, c))
+                ids.append(f"{name}-{c.family}:{c.id}")
+            else:
+                missing[c.op] = missing.get(c.op, 0) + 1
+        for op, count in missing.items():
+            pairs.append((name, Unsupported(op, f"{name} does not implement {op} ({count} vector cases)")))
+            ids.append(f"{name}-{op}-not-supported-here")
+    metafunc.parametrize("backend_name,vector_case", pairs, ids=ids)
+
+
+class Unsupported:
+    """Stands in for the cases of an op a backend does not implement (or an unavailable backend)."""
+
+    def __init__(self, op: str, reason: str) -> None:
+        self.op, self.reason = op, reason
+
+
+def _view_inputs(case: Case, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Apply the group's ``views`` (fp16 data stored as uint16 bit patterns)."""
+    views = case.group["params"].get("views")
+    if not views or "when" not in views:
+        return inputs
+    field, value = [s.strip() for s in views["when"].split("==")]
+    if str(case.case["params"].get(field)) != value:
+        return inputs
+    dtype = np.dtype(views["as"])
+    return {n: (a.view(dtype) if n in views["inputs"] and a.dtype.itemsize == dtype.itemsize else a)
+            for n, a in inputs.items()}
+
+
+def _call(case: Case, run) -> dict[str, np.ndarray]:
+    inputs = _view_inputs(case, {n: a.copy() for n, a in case.inputs().items()})
+    if case.group["call"] == "keywords":
+        scalars = {k: case.case["params"][k] for k in case.group["params"].get("scalars", [])}
+        returned = run(**inputs, **scalars)
+    else:
+        returned = run(*inputs.values())
+    names = [n for n in case.group["outputs"] if case.group["compare"][n] != "reference"]
+    if hasattr(returned, "_asdict"):
+        got = returned._asdict()
+    elif isinstance(returned, dict):
+        got = returned
+    elif isinstance(returned, (tuple, list)):
+        if len(returned) != len(names):
+            raise ValueError(f"{case.op} returned {len(returned)} arrays, expected {len(names)} ({', '.join(names)})")
+        got = dict(zip(names, returned))
+    else:
+        got = {names[0]: returned}
+    return {n: np.asarray(got[n]) for n in names}
+
+
+def _normalise(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """Same-width reinterpretation (bf16 returned as bfloat16 instead of uint16 bit patterns)."""
+    if actual.dtype != expected.dtype and actual.dtype.itemsize == expected.dtype.itemsize:
+        return np.ascontiguousarray(actual).view(expected.dtype)
+    return actual
+
+
+@pytest.mark.mxgate_backend_pairs
+def test_vector_case(backend_name, vector_case, device, record, profile_override) -> None:
+    from mxgate import kernels
+
+    case = vector_case
+    if isinstance(case, Unsupported):
+        record(case.op, "*", Verdict(UNSUPPORTED, case.reason))
+        pytest.skip(f"not supported here: {case.reason}")
+    backend = kernels.get(backend_name, device=device)
+    config_id = f"{case.family}:{case.id}"
+    seed = case.vectors.document(case.family)["header"]["seed"]
+    op = backend.op(case.op)
+    profile = profile_override or op.profile
+    result = case.result(profile)
+    if result is None:
+        stored = ", ".join(sorted(case.case["results"]))
+        record(case.op, config_id, Verdict(UNSUPPORTED, f"no stored result for profile {profile} (stored: {stored})"),
+               profile=profile)
+        pytest.skip(f"not supported here: the vectors hold no result for profile {profile}")
+    expected = case.expected(profile)
+    actual = _call(case, op.run)
+    actual = {n: _normalise(expected[n], a) for n, a in actual.items()}
+    for n in case.group["outputs"]:  # reference arrays ride along for the rules that use them
+        actual.setdefault(n, expected[n])
+    verdict = judge_outputs(expected, actual, case.group["compare"], result=result["result"],
+                            reason=result.get("reason", ""), alternatives=case.alternatives(profile))
+    record(case.op, config_id, verdict, seed=seed, profile=profile)
+
+
+def test_layout_case(vector_case: Case) -> None:
+    """The oracle's layouts reproduce every index-map golden (the goldens, not a roundtrip)."""
+    from mxgate.oracle import layouts
+
+    case = vector_case
+    layout = layouts.get(case.group["params"]["layout"])
+    dims = case.case["params"]["dims"]
+    inputs = case.inputs()
+    slots = inputs.pop("slots")
+    buf = layout.new_buffer(**dims)
+    layout.scatter(buf, *inputs.values(), slots=slots, **dims)
+    expected = case.expected("gfx950")["buffer"]
+    assert buf.shape == expected.shape
+    diff = np.argwhere(buf != expected)
+    assert diff.size == 0, f"{case.id}: {len(diff)} bytes differ, first at {tuple(diff[0])}"

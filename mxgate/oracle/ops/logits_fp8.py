@@ -1,0 +1,229 @@
+"""The FP8 paged MQA logits scorer over the indexer op's FP8 K cache (per-token float32 scale).
+
+AITER ``deepgemm_fp8_paged_mqa_logits`` (and its Triton reference kernel): Q is e4m3 codes
+[B, next_n, H, D] with the per-token Q scale already folded into the float32 weights (the
+indexer's weights_out = fl(fl(w * s) * weights_scale)); K is the block-planar cache of SPEC
+section 5 (``aiter-fp8-kv``, or ``-preshuffle``): per token, D fp8 codes and a float32 scale.
+
+    qk  = sum_d q_d k_d                         (exact: multiples of 2^-18 below 2^43)
+    o   = fl(qk * k_scale)        relu          p = fl(relu(o) * w)
+    out = sum_h p_h (float32, head_order), written iff t + (next_n - 1 - n) < ctx[b]
+
+Exact value X = sum_h relu(k_scale * qk_h) * w_h, summed in exact integers and rounded once
+to float64, then multiplied by |k_scale| (|value - X| <= 2^-51 |X|).
+Bound (any head order, qk model as for FP4):
+    gamma_H (R + Do) + Do + 2 H eta,  Do = sum_h [|ks| (1+u) delta_h + u |ks| |qk_h| + eta] |w_h|,
+    R = sum_h relu(ks qk_h) |w_h|, plus 2^-51 |value|, times (1 + 2^-40).
+The head order of the shipped kernels (a Triton/Gluon reduction tree) is unverified: the
+emulated form follows ``head_order`` (default "sequential") and other orders are judged
+against the bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mxgate import oracle
+from mxgate.oracle import layouts
+from mxgate.oracle.ops import logits_bound as lb
+from mxgate.oracle.ops import logits_validate as v
+from mxgate.oracle.ops.logits import ScoredLogits
+from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_parts, pow2_f64
+from mxgate.oracle.ops.logits_order import HEAD_ORDERS, head_sum
+
+GROUP = 32
+QK_ACCUM = ("exact", "fp32-groups")
+_LSB = {"fn": 9, "fnuz": 10}  # smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz)
+_MAX = {"fn": 448.0, "fnuz": 240.0}
+CELLS_PER_CHUNK = 1 << 18
+
+
+def pa_mqa_logits_fp8(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+                      block_tables: np.ndarray, max_seq_len: int | None = None, *, next_n: int | None = None,
+                      preshuffle: bool = False, variant: str = "fn", out: np.ndarray | None = None,
+                      qk_accum: str = "exact", head_order: str = "sequential", **launch: object) -> np.ndarray:
+    """The FP8 scorer in the emulated order -> float32 [B*next_n, max_seq_len].
+
+    q_fp8: uint8 e4m3 codes (or an ml_dtypes float8 array) [B, next_n, H, D] or [B*next_n, H, D]
+    (then next_n=); kv_cache: uint8 [num_blocks, block_size, D+4] or [num_blocks, block_size,
+    1, D+4] in the ``aiter-fp8-kv`` layout (``preshuffle=True``: ``aiter-fp8-kv-preshuffle``);
+    weights float32 [rows, H]; block_tables int [B, max_blocks] of block_size-token blocks;
+    variant "fn" (gfx950, OCP) or "fnuz" (gfx942). out: written in window cells only.
+    """
+    s = _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
+               out, qk_accum, head_order, "fp32-groups", emulate=True, exact=False, launch=launch)
+    return s.emulated
+
+
+def pa_mqa_logits_fp8_exact(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray,
+                            context_lens: np.ndarray, block_tables: np.ndarray, max_seq_len: int | None = None,
+                            *, next_n: int | None = None, preshuffle: bool = False, variant: str = "fn",
+                            qk_accum: str = "exact", head_order: str = "sequential",
+                            bound_model: str = "fp32-groups", emulate: bool = True,
+                            **launch: object) -> ScoredLogits:
+    """Exact value, rigorous bound and (``emulate``) emulated order of the FP8 scorer."""
+    return _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
+                  None, qk_accum, head_order, bound_model, emulate=emulate, exact=True, launch=launch)
+
+
+def _codes(x: object, name: str) -> np.ndarray:
+    a = v.array(x, name)
+    if a.dtype == np.uint8:
+        return a
+    if a.dtype.itemsize == 1 and a.dtype.kind == "V" or "float8" in str(a.dtype):
+        return a.view(np.uint8)
+    raise TypeError(f"{name} must be uint8 e4m3 codes or an ml_dtypes float8 array, got {a.dtype}")
+
+
+def _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
+           out, qk_accum, head_order, bound_model, *, emulate, exact, launch) -> ScoredLogits:
+    unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
+    preshuffle = bool(launch.get("Preshuffle", preshuffle))
+    v.choice(variant, "variant", ("fn", "fnuz"))
+    v.choice(qk_accum, "qk_accum", QK_ACCUM)
+    v.choice(head_order, "head_order", HEAD_ORDERS)
+    v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    q = _codes(q_fp8, "q_fp8")
+    if q.ndim == 4:
+        if next_n is not None and next_n != q.shape[1]:
+            raise ValueError(f"next_n={next_n} does not match q_fp8.shape[1]={q.shape[1]}")
+        next_n = q.shape[1]
+        q = q.reshape(q.shape[0] * q.shape[1], q.shape[2], q.shape[3])
+    elif q.ndim != 3:
+        raise ValueError(f"q_fp8 must have shape [B, next_n, H, D] or [B*next_n, H, D], got {q.shape}")
+    elif next_n is None:
+        raise TypeError("next_n must be given for a 3-D q_fp8 [B*next_n, H, D]")
+    rows, H, D = q.shape
+    if D <= 0 or D % GROUP:
+        raise ValueError(f"head_dim must be a positive multiple of {GROUP}, got {D}")
+    kv = v.uint8(kv_cache, "kv_cache")
+    if kv.ndim == 4 and kv.shape[2] == 1:
+        kv = kv.reshape(kv.shape[0], kv.shape[1], kv.shape[3])
+    if kv.ndim != 3 or kv.shape[2] != D + 4:
+        raise ValueError(f"kv_cache must have shape [num_blocks, block_size, D+4] = [*, *, {D + 4}] "
+                         f"(or [num_blocks, block_size, 1, D+4]), got {kv_cache.shape}")
+    num_blocks, bsz = kv.shape[0], kv.shape[1]
+    kvb = launch.get("KVBlockSize")
+    if kvb is not None and kvb != bsz:
+        raise ValueError(f"KVBlockSize={kvb} does not match kv_cache.size(1)={bsz}")
+    layout = layouts.get("aiter-fp8-kv-preshuffle" if preshuffle else "aiter-fp8-kv")
+    layout.dims(num_blocks=num_blocks, block_size=bsz, head_dim=D)  # preshuffle checks
+    w = v.float32(weights, "weights")
+    if w.shape != (rows, H):
+        raise ValueError(f"weights must have shape ({rows}, {H}) ([rows, H]) float32, got {w.shape}")
+    ctx = v.integers(context_lens, "context_lens", 1)
+    bt = v.integers(block_tables, "block_tables", 2)
+    B = ctx.shape[0]
+    nn = v.positive_int(next_n, "next_n")
+    if rows != B * nn or bt.shape[0] != B:
+        raise ValueError(f"q_fp8 must have batch*next_n = {B * nn} rows and block_tables {B} rows, "
+                         f"got {rows} and {bt.shape[0]}")
+    width = v.seq_len(max_seq_len, out)
+    if ctx.size and (ctx.min() < 0 or ctx.max() > width):
+        b = int(np.argmax((ctx < 0) | (ctx > width)))
+        raise ValueError(f"context_lens[{b}] = {int(ctx[b])} must lie in [0, max_seq_len={width}]")
+    batch = np.repeat(np.arange(B), nn)
+    n = np.tile(np.arange(nn), B)
+    end = np.maximum(ctx[batch] - (nn - 1 - n), 0)
+    need = -(-end // bsz)
+    if need.size and need.max() > bt.shape[1]:
+        raise ValueError(f"block_tables has {bt.shape[1]} columns but a row needs {int(need.max())} blocks of {bsz}")
+    for b in range(B):
+        used = bt[b, : int(-(-ctx[b] // bsz))]
+        bad = (used < 0) | (used >= num_blocks)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise ValueError(f"block_tables[{b}, {j}] = {int(used[j])} is not a block index in [0, {num_blocks})")
+    o = v.out_buffer(out, rows, width) if out is not None else None
+
+    window = (np.arange(width)[None, :] < end[:, None])
+    emu = (o if o is not None else np.full((rows, width), -np.inf, np.float32)) if emulate else None
+    value = np.full((rows, width), -np.inf) if exact else None
+    bound = np.zeros((rows, width)) if exact else None
+    qv = oracle.decode_e4m3(q, variant).astype(np.float64)  # [rows, H, D]
+    for b in range(B):
+        T = int(ctx[b])
+        if T == 0:
+            continue
+        t = np.arange(T)
+        slots = bt[b, t // bsz] * bsz + t % bsz
+        data, ks = layout.gather(kv, slots=slots, num_blocks=num_blocks, block_size=bsz, head_dim=D)
+        kvals = oracle.decode_e4m3(data, variant).astype(np.float64)  # [T, D]
+        r0 = b * nn
+        chunk = max(64, CELLS_PER_CHUNK // (nn * H))
+        for lo in range(0, T, chunk):  # token chunks keep temporaries in cache
+            hi = min(lo + chunk, T)
+            res = _chunk(qv[r0:r0 + nn], kvals[lo:hi], ks[lo:hi], w[r0:r0 + nn], variant, qk_accum, head_order,
+                         bound_model, emulate, exact)
+            win = window[r0:r0 + nn, lo:hi]
+            for i in range(nn):
+                m = win[i]
+                cols = np.arange(lo, hi)[m]
+                if emulate:
+                    emu[r0 + i, cols] = res[0][i, m]
+                if exact:
+                    value[r0 + i, cols] = res[1][i, m]
+                    bound[r0 + i, cols] = res[2][i, m]
+    if not exact:
+        return ScoredLogits(None, None, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
+    return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)
+
+
+def _chunk(qv, kv, ks, w, variant, qk_accum, head_order, bound_model, emulate, exact):
+    """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]."""
+    n, H, D = qv.shape
+    Tc = kv.shape[0]
+    G = D // GROUP
+    with np.errstate(all="ignore"):
+        parts = np.stack([(qv[:, :, g * GROUP:(g + 1) * GROUP].reshape(n * H, GROUP) @ kv[:, g * GROUP:(g + 1) * GROUP].T)
+                          .reshape(n, H, Tc) for g in range(G)])  # each exact
+        qk = parts.sum(axis=0)  # exact: all partial sums are multiples of 2^-20 below 2^43
+        emu = None
+        if emulate:
+            if qk_accum == "exact":
+                qk32 = qk.astype(np.float32)
+            else:
+                qk32 = np.zeros((n, H, Tc), dtype=np.float32)
+                for g in range(G):
+                    qk32 += parts[g].astype(np.float32)
+            o = (qk32 + np.float32(0.0)) * ks[None, None, :]
+            relu = np.maximum(o, np.float32(0.0)) + np.float32(0.0)
+            emu = head_sum(relu * w[:, :, None], head_order)
+        if not exact:
+            return emu, None, None
+        lsb = _LSB[variant]
+        nan = np.isnan(qk)
+        sgn = np.sign(ks).astype(np.float64)  # relu(ks qk) = |ks| relu(sgn(ks) qk)
+        a = np.maximum(np.where(nan, 0.0, qk) * sgn[None, None, :] * 2.0 ** (2 * lsb), 0.0)  # integers
+        a_bits = math.ceil(math.log2(D * (_MAX[variant] * 2.0**lsb) ** 2))
+        mw, fw, wfin = f32_parts(w)
+        y = exact_weighted_sum(a, a_bits, mw, fw) * 2.0 ** (-2 * lsb)
+        aks = np.abs(ks.astype(np.float64))
+        value = y * aks[None, :]
+        bad_cell = nan.any(axis=1) | ~np.isfinite(ks)[None, :] | ~wfin.all(axis=1)[:, None]
+        if bad_cell.any():  # IEEE float64 evaluation: NaN / Inf as the arithmetic gives
+            naive = (np.maximum(qk * ks[None, None, :].astype(np.float64), 0.0) * w[:, :, None]).sum(axis=1)
+            naive = np.where(nan.any(axis=1), np.nan, naive)
+            value = np.where(bad_cell, naive, value)
+        r = a * 2.0 ** (-2 * lsb) * aks[None, None, :]
+        wabs = np.abs(w.astype(np.float64))[:, :, None]
+        if bound_model == "fp32-groups":
+            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=np.abs(parts).sum(axis=0), groups=G,
+                                tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
+        elif bound_model == "exact":
+            delta = lb.qk_delta(bound_model, qk_abs=np.abs(qk), group_abs=None, groups=G, tile_abs=None,
+                                k_tiles=1, dim_abs=None, head_dim=D)
+        else:
+            dabs = (np.abs(qv).reshape(n * H, D) @ np.abs(kv).T).reshape(n, H, Tc)
+            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=G, tile_abs=None, k_tiles=1,
+                                dim_abs=dabs, head_dim=D)
+        delta_o = aks[None, None, :] * (1 + lb.U) * delta + lb.U * aks[None, None, :] * np.abs(qk) + lb.ETA
+        R = (r * wabs).sum(axis=1)
+        Do = (np.where(nan, 0.0, delta_o) * wabs).sum(axis=1)
+        bound = lb.fp8_bound(R=R, Do=Do, value=value, heads=H, scale=R + Do)
+        bound = np.where(bad_cell, np.inf, bound)
+    return emu, value, bound

@@ -1,0 +1,200 @@
+"""Input checks of the scorer oracles, with the kernels' host-check rules and clear messages.
+
+Every check raises ``TypeError`` (wrong type or dtype) or ``ValueError`` (wrong shape or value)
+naming the argument, in the "<name> must ..." form used across mxgate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - exercised only without ml_dtypes
+    _BF16 = None
+
+KV_BLOCK = 64  # the FP4 cache page, the only size the FP4 scorers accept
+MFMA_M = 16  # heads per MFMA tile
+MAX_HEADS = 128  # the kernels hold at most 8 MFMA tiles of heads
+TILE_K = 128  # dims per MFMA K step (k_tiles = head_dim / 128)
+
+
+@dataclass(frozen=True)
+class Fp4Geometry:
+    """Shapes shared by the FP4 decode and prefill scorers."""
+
+    rows: int
+    heads: int
+    head_dim: int
+    k_tiles: int
+    groups: int
+    qs_pad: int
+    num_blocks: int
+    max_blocks: int
+    batch: int
+
+
+def array(x: object, name: str) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
+    return x
+
+
+def uint8(x: object, name: str) -> np.ndarray:
+    a = array(x, name)
+    if a.dtype != np.uint8:
+        raise TypeError(f"{name} must have dtype uint8, got {a.dtype}")
+    return a
+
+
+def integers(x: object, name: str, ndim: int) -> np.ndarray:
+    a = array(x, name)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name} must have an integer dtype (int32), got {a.dtype}")
+    if a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
+    return a.astype(np.int64)
+
+
+def bf16_bits(x: object, name: str) -> np.ndarray:
+    """bf16 given as ml_dtypes.bfloat16 or raw uint16 bit patterns -> uint16 bits."""
+    a = array(x, name)
+    if _BF16 is not None and a.dtype == _BF16:
+        return a.view(np.uint16)
+    if a.dtype == np.uint16:
+        return a
+    raise TypeError(f"{name} must be bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), got {a.dtype}")
+
+
+def float32(x: object, name: str) -> np.ndarray:
+    a = array(x, name)
+    if a.dtype != np.float32:
+        raise TypeError(f"{name} must have dtype float32, got {a.dtype}")
+    return a
+
+
+def real_f32(value: object, name: str) -> np.float32:
+    """A finite Python/NumPy real, rounded to float32 as the kernels' hosts pass it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = np.float32(value)
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be finite in float32, got {value!r}")
+    return v
+
+
+def positive_int(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_heads_dim(heads: int, head_dim: int) -> None:
+    if head_dim <= 0 or head_dim % TILE_K:
+        raise ValueError(f"head_dim must be a positive multiple of {TILE_K}, got {head_dim}")
+    if heads <= 0 or heads % MFMA_M:
+        raise ValueError(f"heads must be a multiple of {MFMA_M}, got {heads}")
+    if heads > MAX_HEADS:
+        raise ValueError(f"heads must be <= {MAX_HEADS} (m_tiles <= 8), got {heads}")
+
+
+def fp4_q(q_fp4: object, q_scale: object, next_n: int | None) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """q_fp4 [B, next_n, H, D/2] or [B*next_n, H, D/2]; q_scale [B, next_n, k_tiles, 4, 16,
+    QS_PAD] or [B*next_n, k_tiles, 4, 16, QS_PAD]. -> (q [rows, H, D/2], qs [rows, ...], rows,
+    next_n or 0 when not implied)."""
+    q = uint8(q_fp4, "q_fp4")
+    qs = uint8(q_scale, "q_scale")
+    if q.ndim == 4:
+        implied = q.shape[1]
+        if next_n is not None and next_n != implied:
+            raise ValueError(f"next_n={next_n} does not match q_fp4.shape[1]={implied}")
+        q = q.reshape(q.shape[0] * q.shape[1], q.shape[2], q.shape[3])
+        if qs.ndim == 6:
+            qs = qs.reshape((qs.shape[0] * qs.shape[1],) + qs.shape[2:])
+        next_n = implied
+    elif q.ndim != 3:
+        raise ValueError(f"q_fp4 must have shape [B, next_n, H, D/2] or [B*next_n, H, D/2], got {q.shape}")
+    rows, heads, half = q.shape
+    check_heads_dim(heads, 2 * half)
+    k_tiles = 2 * half // TILE_K
+    qs_pad = -(-(heads // MFMA_M) // 4) * 4
+    want = (rows, k_tiles, 4, MFMA_M, qs_pad)
+    if qs.shape != want:
+        raise ValueError(f"q_scale must have shape {want} ([rows, k_tiles, 4, 16, QS_PAD], QS_PAD = "
+                         f"round_up(H/16, 4)) for q_fp4 {q.shape}, got {qs.shape}")
+    return q, qs, rows, next_n or 0
+
+
+def fp4_kv(kv_cache: object, kv_scale: object, head_dim: int) -> int:
+    kv = uint8(kv_cache, "kv_cache")
+    ks = uint8(kv_scale, "kv_scale")
+    if kv.ndim != 5 or kv.shape[2] != 4 or kv.shape[4] != 16:
+        raise ValueError(f"kv_cache must have shape [num_blocks, k_tiles, 4, kv_block_size, 16], got {kv.shape}")
+    if kv.shape[3] != KV_BLOCK:
+        raise ValueError(f"kv_block_size must be {KV_BLOCK} (kv_cache.size(3)), got {kv.shape[3]}")
+    if kv.shape[1] * TILE_K != head_dim:
+        raise ValueError(f"kv_cache k_tiles={kv.shape[1]} does not match head_dim={head_dim} of q_fp4")
+    want = kv.shape[:4]
+    if ks.shape != want:
+        raise ValueError(f"kv_scale must have shape {want} ([num_blocks, k_tiles, 4, 64]), got {ks.shape}")
+    return kv.shape[0]
+
+
+def weights_bf16(weights: object, rows: int, heads: int) -> np.ndarray:
+    w = bf16_bits(weights, "weights")
+    if w.shape != (rows, heads):
+        raise ValueError(f"weights must have shape ({rows}, {heads}) ([rows, H]), got {w.shape}")
+    return w
+
+
+def block_coverage(block_tables: np.ndarray, batch_of_row: np.ndarray, first: np.ndarray,
+                   end: np.ndarray, num_blocks: int) -> None:
+    """Every block a row's window [first, end) touches must be a valid block index."""
+    bt = block_tables
+    max_blocks = bt.shape[1]
+    need = -(-end // KV_BLOCK)
+    if need.size and need.max() > max_blocks:
+        r = int(np.argmax(need))
+        raise ValueError(f"block_tables has {max_blocks} columns but row {r} scores tokens up to "
+                         f"{int(end[r])}, which needs {int(need[r])} blocks of {KV_BLOCK}")
+    for b in np.unique(batch_of_row):
+        mine = batch_of_row == b
+        lo = int((first[mine] // KV_BLOCK).min())
+        hi = int(need[mine].max())
+        if hi <= lo:
+            continue
+        used = bt[b, lo:hi]
+        bad = (used < 0) | (used >= num_blocks)
+        if bad.any():
+            j = lo + int(np.argmax(bad))
+            raise ValueError(f"block_tables[{b}, {j}] = {int(bt[b, j])} is not a block index in "
+                             f"[0, {num_blocks}) (num_blocks = kv_cache.size(0))")
+
+
+def out_buffer(out: object, rows: int, width: int, name: str = "out") -> np.ndarray:
+    o = float32(out, name)
+    if o.shape != (rows, width):
+        raise ValueError(f"{name} must have shape ({rows}, {width}) ([rows, max_seq_len]), got {o.shape}")
+    if not (o.flags.c_contiguous and o.flags.writeable):
+        raise ValueError(f"{name} must be C-contiguous and writeable (written in place)")
+    return o
+
+
+def seq_len(max_seq_len: object, out: object) -> int:
+    if max_seq_len is None:
+        if isinstance(out, np.ndarray) and out.ndim == 2:
+            return out.shape[1]
+        raise TypeError("max_seq_len must be given (or out, whose width it is)")
+    return positive_int(max_seq_len, "max_seq_len", minimum=0)
+
+
+def choice(value: object, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value  # type: ignore[return-value]
