@@ -28,10 +28,45 @@ class OracleBackend(Backend):
             "e4m3fnuz.decode": Op("e4m3fnuz.decode", p, lambda c: oracle.decode_e4m3(c, "fnuz")),
             "bf16.round": Op("bf16.round", p, lambda x: oracle.bf16_bits(np.asarray(x, np.float32))),
             "e8m0.decode": Op("e8m0.decode", p, lambda c: oracle.decode_e8m0(c, p)),
+            "e2m1.decode": Op("e2m1.decode", p, oracle.decode_e2m1),
+            "e8m0.scale": Op("e8m0.scale", p, lambda amax: oracle.e8m0_scale(amax, p)),
+            "ue8m0.round": Op("ue8m0.round", p, lambda s: oracle.scales.ue8m0_round(s, oracle.profiles.get(p).ue8m0_rounding)),
+            "fp4_indexer.quantize": Op("fp4_indexer.quantize", p, lambda x: oracle.quantize_mx(_bf16_f32(x), p)),
+            "aiter-fp4-kv.store": Op("aiter-fp4-kv.store", p, self._aiter_store),
+            "sglang-page68.store": Op("sglang-page68.store", p, self._page68_store),
+            "sglang-page68.gather": Op("sglang-page68.gather", p, _page68_gather),
         }
         if importlib.util.find_spec("mxgate.oracle.ops") is not None:
             table.update(_op_level(p))
         return table
+
+
+    def _aiter_store(self, k_bf16: np.ndarray, slots: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        packed, e8m0 = oracle.quantize_mx(_bf16_f32(k_bf16), self.profile)
+        cache, scale = kv_cache.copy(), kv_scale.copy()
+        oracle.layouts.get("aiter-fp4-kv").scatter(cache, packed, slots=slots)
+        oracle.layouts.get("aiter-fp4-kv-scale").scatter(scale, e8m0, slots=slots)
+        return cache, scale
+
+    def _page68_store(self, k_bf16: np.ndarray, slots: np.ndarray, cache: np.ndarray) -> np.ndarray:
+        packed, e8m0 = oracle.quantize_mx(_bf16_f32(k_bf16), self.profile)
+        out = cache.copy()
+        oracle.layouts.get("sglang-page68").scatter(out, packed, e8m0, slots=slots)
+        return out
+
+
+def _page68_gather(cache: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    packed, e8m0 = oracle.layouts.get("sglang-page68").gather(cache, slots=slots)
+    return packed, e8m0
+
+
+def _bf16_f32(x: np.ndarray) -> np.ndarray:
+    """bf16 given as ml_dtypes.bfloat16 or raw uint16 bits -> float32 (exact)."""
+    if x.dtype == np.uint16:
+        return oracle.bf16_to_f32(x)
+    if x.dtype.name != "bfloat16":
+        raise TypeError(f"x must be bf16 (ml_dtypes.bfloat16 or uint16 bit patterns), got {x.dtype}")
+    return x.astype(np.float32)
 
 
 def _bind_profile(function, profile: str):

@@ -50,7 +50,7 @@ def quantize_mx(
         raise ValueError("x must have at least one dimension")
     check_group(x32.shape[-1], group, "x")
     scales = e8m0_scale(block_amax(x32, group, ignore_nan=p.amax_nan == "ignore"), p)
-    factor = e2m1.e8m0_divisor_reciprocals()[scales.reshape(-1)]
+    factor = e2m1.e8m0_divisor_reciprocals(p)[scales.reshape(-1)]
     groups = np.ascontiguousarray(x32).reshape(-1, group)
     packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)
     table = e2m1.table(p)

@@ -25,6 +25,7 @@ Fp8Overflow = Literal["nan", "saturate", "satfinite"]
 Ue8m0Rounding = Literal["log2f", "bitwise"]
 Bf16Nan = Literal["sign_quiet", "all_ones"]
 AmaxNan = Literal["propagate", "ignore"]
+NanScale = Literal["exponent", "nan"]
 SpecialScale = Literal["nan_byte", "clamped"]
 
 # fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
@@ -58,6 +59,10 @@ class Profile:
                         reductions skip NaN elements (an all-NaN block has amax 0).
       special_scale     nan_byte: a NaN or Inf amax gives byte 0xFF whatever the clamp;
                         clamped: the exponent field 0xFF goes through exp_clamp like any other.
+      nan_scale         how elements of a block whose scale byte is 0xFF are divided:
+                        exponent: by 2^(255-127) = 2^128, as the gfx950 scaled converter uses the
+                        scale operand's exponent field; nan: by a NaN scale, so every element is NaN
+                        (software quantizers).
     FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow (e4m3fn finite overflow and Inf:
       nan, saturate to +-max, or satfinite with every NaN 0x7F), ue8m0_rounding.
     bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes) or
@@ -80,6 +85,7 @@ class Profile:
     byte255: Byte255 = "nan"
     amax_nan: AmaxNan = "propagate"
     special_scale: SpecialScale = "nan_byte"
+    nan_scale: NanScale = "nan"
     fp8_variant: Fp8Variant = "fn"
     fp8_overflow: Fp8Overflow = "nan"
     ue8m0_rounding: Ue8m0Rounding = "log2f"
@@ -104,6 +110,7 @@ _GFX950 = Profile(
     name="gfx950",
     shipped_by="AMD gfx950 v_cvt_scalef32_pk_fp4_f32 as driven by AITER indexer_qk_rope_quant_and_cache "
     "(PR #5484): RCEIL scale with amax floor 6*2^-126 and amax*fl(1/6)",
+    nan_scale="exponent",
     notes="NaN rule from AMD's emulation and device test, not measured here.",
 )
 
@@ -120,6 +127,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="aiter-py",
+            nan_scale="nan",
             shipped_by="AITER f32_to_mxfp4 (torchao f32_to_f4_unpacked)",
             nan="torchao_bits",
             notes="NaN code depends on the payload: the integer rounding path runs on the NaN's bits.",
@@ -127,6 +135,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="aiter-gfx942",
+            nan_scale="nan",
             shipped_by="AITER software fallback even_round_e2m1 on gfx942 (after PR #3992)",
             zero_sign="if_negative",
             nan="zero",
@@ -135,6 +144,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="argmin",
+            nan_scale="nan",
             shipped_by="AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py input generator (argmin over the grid)",
             tie="down",
             zero_sign="clear",
@@ -149,6 +159,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="threshold",
+            nan_scale="nan",
             shipped_by="sglang 0.5.23 quantize_fp4_indexer_row (_fp4_e2m1_code, rne=False)",
             tie="zero",
             zero_sign="clear",
@@ -166,6 +177,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="sglang-rne",
+            nan_scale="nan",
             shipped_by="sglang 0.5.23 quantize_fp4_indexer_row with rne=True",
             zero_sign="clear",
             nan="pos_max",
@@ -180,6 +192,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="deepgemm",
+            nan_scale="nan",
             shipped_by="DeepGEMM reference FP4 indexer quantizer",
             tie="zero",
             zero_sign="clear",
@@ -191,6 +204,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="cuda-satfinite",
+            nan_scale="nan",
             shipped_by="vLLM MXFP4 (cvt.rn.satfinite.e2m1x2.f32); CUDA 13 __nv_cvt_float2_to_fp4x2",
             nan="pos_max",
             fp8_overflow="satfinite",
@@ -198,6 +212,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="ocp",
+            nan_scale="nan",
             shipped_by="OCP Microscaling Formats (MX) v1.0",
             scale_policy="floor",
             amax_floor=None,
@@ -206,6 +221,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="ml_dtypes",
+            nan_scale="nan",
             shipped_by="ml_dtypes 0.6 astype(float4_e2m1fn) (elements), RCEIL scale without floor",
             nan="inverted_zero",
             amax_floor=None,
@@ -214,6 +230,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="torch-cpu",
+            nan_scale="nan",
             shipped_by="torch 2.13 CPU casts: float8_e4m3fn saturates finite overflow and Inf, bf16 NaN is 0xFFFF",
             fp8_overflow="saturate",
             bf16_nan="all_ones",
@@ -229,6 +246,7 @@ _PROFILES: dict[str, Profile] = {
         replace(
             _GFX950,
             name="microxcaling",
+            nan_scale="nan",
             shipped_by="microsoft/microxcaling default rounding 'nearest' (half away from zero)",
             tie="away",
             scale_policy="floor",

@@ -78,26 +78,31 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
     x32 = as_float32(x, "x")
     if scale is not None:
         scale = as_uint8(scale, "scale")
-        x32 = scaled_by_e8m0(x32, scale)
+        x32 = scaled_by_e8m0(x32, scale, p)
     return lookup(f32_bits(x32), _table(p), _KEEP_BITS)
 
 
+def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
+    """float32 2^(127 - byte) for every e8m0 byte (exact: 2^-127 and 2^-128 are float32
+    subnormals). Byte 255 gives 2^-128 or NaN by the profile's ``nan_scale``."""
+    return _reciprocals(_profiles.get(profile).nan_scale)
+
+
 @cache
-def e8m0_divisor_reciprocals() -> np.ndarray:
-    """float32 2^(127 - byte) for every e8m0 byte (exact, 2^-127 is a float32 subnormal); NaN for 255."""
-    factors = pow2_f32(127 - np.arange(255))
-    out = np.append(factors, np.float32(np.nan)).astype(np.float32)
+def _reciprocals(nan_scale: str) -> np.ndarray:
+    last = pow2_f32(np.array(-128)) if nan_scale == "exponent" else np.float32(np.nan)
+    out = np.append(pow2_f32(127 - np.arange(255)), last).astype(np.float32)
     out.setflags(write=False)
     return out
 
 
-def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray) -> np.ndarray:
+def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """x / 2^(scale - 127) in float32 as a multiply by an exact power of two.
 
     The product is exact unless it underflows below 2^-126, where every profile's code is
-    zero; scale byte 255 (NaN) makes every element NaN.
+    zero; scale byte 255 follows the profile's ``nan_scale``.
     """
-    return np.multiply(x32, e8m0_divisor_reciprocals()[scale], dtype=np.float32)
+    return np.multiply(x32, e8m0_divisor_reciprocals(profile)[scale], dtype=np.float32)
 
 
 def decode_e2m1(codes: np.ndarray) -> np.ndarray:

@@ -238,11 +238,12 @@ def compare_logits(scored: ScoredLogits, actual: np.ndarray, fill: np.ndarray | 
         if n_out:
             r, c = first_out
             parts.append(f"{n_out} of {cells} window cells outside the bound, first at {first_out}: "
-                         f"got {a[r, c]!r}, exact {value[r, c]!r} +- {bound[r, c]!r}")
+                         f"got {float(a[r, c])!r}, exact {float(value[r, c])!r} +- {float(bound[r, c])!r}")
         if n_fill:
             r, c = first_fill
             parts.append(f"{n_fill} cells outside the window changed, first at {first_fill}: "
-                         f"got {a[r, c]!r}, fill {fill_arr[r, c]!r}")
+                         f"got {float(a[r, c])!r} (bits {int(a.view(np.uint32)[r, c]):#010x}), "
+                         f"fill bits {int(fill_arr.view(np.uint32)[r, c]):#010x}")
         verdict, reason = "fail", "; ".join(parts)
     elif n_exact == cells:
         verdict, reason = "exact", ""
@@ -280,7 +281,8 @@ def _launch(launch: dict, kv_block_size: int | None) -> None:
         raise ValueError(f"kv_block_size must be {v.KV_BLOCK}, got {kv_block_size}")
 
 
-def _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n):
+def _common(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, weights: object,
+            next_n: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
     q, qs, rows, implied = v.fp4_q(q_fp4, q_scale, next_n)
     H, D = q.shape[1], 2 * q.shape[2]
     num_blocks = v.fp4_kv(kv_cache, kv_scale, D)
@@ -289,8 +291,10 @@ def _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n):
     return q, q_e8m0, w, rows, implied, num_blocks
 
 
-def _decode_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
-                 next_n, cu_seq_q, weight_scale, out, kv_block_size, launch) -> _Call:
+def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, block_tables: object,
+                 weights: object, context_lens: object, max_seq_len: int | None, next_n: int | None,
+                 cu_seq_q: object, weight_scale: float, out: object, kv_block_size: int | None,
+                 launch: dict) -> _Call:
     _launch(launch, kv_block_size)
     q, q_e8m0, w, rows, implied, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n)
     bt = v.integers(block_tables, "block_tables", 2)
@@ -336,8 +340,9 @@ def _decode_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, cont
     return _Call((q, q_e8m0, kv_cache, kv_scale, bt, w, ws), plan, width, o)
 
 
-def _prefill_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_info, max_seq_len,
-                  weight_scale, out, kv_block_size, launch) -> _Call:
+def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, block_tables: object,
+                  weights: object, row_info: object, max_seq_len: int | None, weight_scale: float, out: object,
+                  kv_block_size: int | None, launch: dict) -> _Call:
     _launch(launch, kv_block_size)
     if isinstance(q_fp4, np.ndarray) and q_fp4.ndim != 3:
         raise ValueError(f"q_fp4 must have shape [rows, H, D/2] for prefill, got {q_fp4.shape}")

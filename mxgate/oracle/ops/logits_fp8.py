@@ -30,7 +30,7 @@ from mxgate.oracle import layouts
 from mxgate.oracle.ops import logits_bound as lb
 from mxgate.oracle.ops import logits_validate as v
 from mxgate.oracle.ops.logits import ScoredLogits
-from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_parts, pow2_f64
+from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_parts
 from mxgate.oracle.ops.logits_order import HEAD_ORDERS, head_sum
 
 GROUP = 32
@@ -72,13 +72,15 @@ def _codes(x: object, name: str) -> np.ndarray:
     a = v.array(x, name)
     if a.dtype == np.uint8:
         return a
-    if a.dtype.itemsize == 1 and a.dtype.kind == "V" or "float8" in str(a.dtype):
+    if a.dtype.itemsize == 1 and "float8" in str(a.dtype):  # ml_dtypes float8 arrays
         return a.view(np.uint8)
     raise TypeError(f"{name} must be uint8 e4m3 codes or an ml_dtypes float8 array, got {a.dtype}")
 
 
-def _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
-           out, qk_accum, head_order, bound_model, *, emulate, exact, launch) -> ScoredLogits:
+def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+           block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool, variant: str,
+           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, exact: bool,
+           launch: dict) -> ScoredLogits:
     unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
@@ -173,8 +175,11 @@ def _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, ne
     return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)
 
 
-def _chunk(qv, kv, ks, w, variant, qk_accum, head_order, bound_model, emulate, exact):
-    """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]."""
+def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, variant: str, qk_accum: str,
+           head_order: str, bound_model: str, emulate: bool, exact: bool
+           ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]
+    -> (emulated float32 [n, Tc], value, bound)."""
     n, H, D = qv.shape
     Tc = kv.shape[0]
     G = D // GROUP

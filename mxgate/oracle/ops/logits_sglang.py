@@ -100,8 +100,9 @@ def fp4_index_logits_paged_exact(q: np.ndarray, weights: np.ndarray, req: np.nda
                                          table, page_size, **kw)  # type: ignore[arg-type]
 
 
-def _score(q, weights, slots, lens, table, page_size, qk_accum, head_order, profile, bound_model, *,
-           emulate, exact) -> ScoredLogits:
+def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
+           page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile, bound_model: str, *,
+           emulate: bool, exact: bool) -> ScoredLogits:
     v.choice(qk_accum, "qk_accum", QK_ACCUM)
     v.choice(head_order, "head_order", HEAD_ORDERS)
     v.choice(bound_model, "bound_model", lb.QK_MODELS)
@@ -154,8 +155,12 @@ def _score(q, weights, slots, lens, table, page_size, qk_accum, head_order, prof
     return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
 
 
-def _chunk(qv, mq, fq, qfin, w32, wb, packed, e8m0, p, qk_accum, head_order, bound_model, emulate, exact):
-    """One request, Tc positions. qv float32 [H, D]; packed [Tc, 64]; e8m0 [Tc, 4]."""
+def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32: np.ndarray, wb: np.ndarray,
+           packed: np.ndarray, e8m0: np.ndarray, p: _profiles.Profile, qk_accum: str, head_order: str,
+           bound_model: str, emulate: bool, exact: bool
+           ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """One request, Tc positions. qv float32 [H, D] (bf16 values), mq / fq their integer parts,
+    packed [Tc, 64], e8m0 [Tc, 4] -> (emulated float32 [Tc], value, bound)."""
     H, D = qv.shape
     Tc = packed.shape[0]
     codes = oracle.unpack_nibbles(packed)  # [Tc, D]
@@ -236,7 +241,8 @@ def _chunk(qv, mq, fq, qfin, w32, wb, packed, e8m0, p, qk_accum, head_order, bou
     return emu, value, bound
 
 
-def _slow_columns(qv, codes, ek, p, cols, qk_accum, w32):
+def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles.Profile, cols: np.ndarray,
+                  qk_accum: str, w32: np.ndarray) -> tuple[np.ndarray, ...]:
     """Exact Python-integer evaluation of the positions (columns) holding a cell the fast path
     cannot hold (wide exponent spans, non-finite values): per column, the float32 acc [H], qk
     as float64 [H], the exact value, |even| + |odd| and sum_g |dot_g| (for the bounds)."""

@@ -130,8 +130,8 @@ def check_topk(oracle_values: np.ndarray, bound: np.ndarray, backend_indices: np
         parts = []
         if misses:
             r, c, j = first[0]
-            parts.append(f"{misses} genuine miss(es), first row {r}: column {c} (exact {v[r, c]!r} "
-                         f"+- {b[r, c]!r}) beats chosen column {j} (exact {v[r, j]!r} +- {b[r, j]!r})")
+            parts.append(f"{misses} genuine miss(es), first row {r}: column {c} (exact {float(v[r, c])!r} "
+                         f"+- {float(b[r, c])!r}) beats chosen column {j} (exact {float(v[r, j])!r} +- {float(b[r, j])!r})")
         if invalid:
             parts.append(f"{invalid} invalid choice(s) (not a candidate, repeated, or missing)")
         reason = "; ".join(parts)
