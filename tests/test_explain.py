@@ -61,7 +61,8 @@ def test_pr5484_figure(pr_sample):
     # the hardware rule is what the actual bytes follow; AITER's f32_to_mxfp4 matches it
     assert {"gfx950", "aiter-py"} <= set(r.matching_profiles)
     assert "argmin" not in r.matching_profiles
-    assert r.expected_matching_profiles == ["argmin"]
+    assert "argmin" in r.expected_matching_profiles
+    assert "gfx950" not in r.expected_matching_profiles
     ties = [r.rows[i] for i in r.rows.of_class("tie_direction")]
     assert all("down" in row["detail"].split("actual")[0] for row in ties)  # argmin: lower value
     assert all("even" in row["detail"].split("actual")[1] for row in ties)  # hardware: to even

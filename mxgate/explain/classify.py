@@ -16,7 +16,6 @@ from mxgate.explain.diff import differing_offsets, expand_nibbles
 from mxgate.explain.frame import E8M0, E8M0_WORD, F32_SCALE, FP4, FP8, GROUP, KINDS, Frame
 from mxgate.explain.groups import dense_unique
 from mxgate.explain.table import SCALE_BYTE, SCALE_INFERRED, SCALE_KNOWN, Table
-from mxgate.oracle.mx import block_amax
 
 
 class Classifier:
@@ -164,17 +163,18 @@ class Classifier:
 
     def _profile_sets(self, t: Table, uc: np.ndarray, ginv: np.ndarray, grow: np.ndarray,
                       ggrp: np.ndarray) -> None:
-        """Bit i of exp/act_profiles: profile i, with its own scale, gives that code."""
+        """Bit i of exp/act_profiles: profile i, quantizing the unit's whole group with its
+        own scale rule, gives that code."""
         ctx = self.ctx
         in_g = ctx.input_row(grow)
         ok = in_g >= 0
-        amax = np.full(grow.size, np.nan, np.float32)
+        vals = np.zeros((grow.size, GROUP), np.float32)
         if ok.any():
-            amax[ok] = block_amax(ctx.group_values(in_g[ok], ggrp[ok]), GROUP)[:, 0]
-        x = t.x[uc]
+            vals[ok] = ctx.group_values(in_g[ok], ggrp[ok])
+        lane = t.col[uc] % GROUP
         for i, name in enumerate(self.profile_names):
-            s = oracle.e8m0_scale(np.where(ok, amax, 0).astype(np.float32), name)
-            c = oracle.encode_e2m1(x, name, scale=s[ginv])
+            packed, _ = oracle.quantize_mx(vals, name, GROUP)
+            c = oracle.unpack_nibbles(packed)[ginv, lane]
             bit = np.uint64(1 << i)
             t.exp_profiles[uc] |= np.where(c == t.exp[uc], bit, 0).astype(np.uint64)
             t.act_profiles[uc] |= np.where(c == t.act[uc], bit, 0).astype(np.uint64)

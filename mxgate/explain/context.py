@@ -11,7 +11,6 @@ import numpy as np
 from mxgate import oracle
 from mxgate.explain.frame import E8M0, E8M0_WORD, FP4, GROUP, Frame, infer_dims
 from mxgate.oracle import layouts
-from mxgate.oracle.mx import block_amax
 
 try:  # bf16 inputs arrive as ml_dtypes arrays when ml_dtypes is installed
     import ml_dtypes
@@ -71,9 +70,10 @@ class Context:
         return se, sa, derived
 
     def derive(self, in_rows: np.ndarray, groups: np.ndarray, profile: object) -> np.ndarray:
-        """e8m0 the profile computes for (input row, group) pairs."""
-        vals = self.group_values(in_rows, groups)
-        return oracle.e8m0_scale(block_amax(vals, GROUP)[:, 0], profile).astype(np.int16)
+        """e8m0 the profile computes for (input row, group) pairs (the oracle's own
+        quantize_mx, so its amax and scale rules are used as they are)."""
+        _, scales = oracle.quantize_mx(self.group_values(in_rows, groups), profile, GROUP)
+        return scales[:, 0].astype(np.int16)
 
 
 # ---- construction ------------------------------------------------------------------------

@@ -83,8 +83,8 @@ def _nan(t, i: int, kind: str) -> str:
         return f"input is {float(t.x[i])}" + _who(t, i)
     if t.se[i] == 255 or t.sa[i] == 255:
         e, a = (str(int(v)) if v >= 0 else "?" for v in (t.se[i], t.sa[i]))
-        return (f"group e8m0 {e} / {a}: 0xFF is NaN, the group holds NaN or Inf, every "
-                "element follows the NaN rule") + _who(t, i)
+        return (f"group e8m0 {e} / {a}: 0xFF is NaN, the group holds NaN or Inf and its "
+                "elements follow the profile's NaN-scale rule") + _who(t, i)
     return f"{_fp4(int(t.exp[i]))} vs {_fp4(int(t.act[i]))}: a NaN/Inf rule's max code" + _NO_INPUT
 
 

@@ -8,7 +8,6 @@ import numpy as np
 from mxgate import oracle
 from mxgate.explain.context import Context
 from mxgate.explain.frame import FP4, GROUP, Frame
-from mxgate.oracle.mx import block_amax
 
 _ROWS_PER_CHUNK = 4096
 
@@ -46,10 +45,9 @@ def match_profiles(frame: Frame, ctx: Context, profiles: list[str] | None = None
         else:  # a scale layout: compare the e8m0 bytes
             groups = np.arange(ctx.groups)[None, :]
             off = frame.offsets(ctx.ref_index, rows[:, None], groups)
-            amax = block_amax(x, GROUP)
-            compared += amax.size
+            compared += off.size
             for name in names:
-                scales = oracle.e8m0_scale(amax, name)
+                _, scales = oracle.quantize_mx(x, name, GROUP)
                 for side, buf, _ in sides:
                     tally[name][side]["codes"] += int(np.count_nonzero(scales != buf[off]))
     unit = "nibbles" if f.kind == FP4 else "scale bytes"
