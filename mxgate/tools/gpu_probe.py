@@ -1,0 +1,84 @@
+"""GPU-tier probe: which profile the device's casts and tl.dot_scaled decoding match.
+
+Runs every bf16 bit pattern (as float32) plus FP8 boundary values through torch's CUDA casts and
+compares them with the oracle under each candidate rule; decodes all 256 e8m0 bytes through a
+compiled ``tl.dot_scaled``. Prints one JSON document (``python -m mxgate.tools.gpu_probe``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+import numpy as np
+
+from mxgate import oracle
+from mxgate.kernels.triton_dot_scaled import TritonDotScaledBackend
+
+
+def probe_inputs() -> np.ndarray:
+    every_bf16 = (np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)).view(np.float32)
+    edges = np.array([448, 464, 463.99997, 464.00003, 480, 500, 1e30, 240, 248, 247.99998, 256], np.float32)
+    return np.concatenate([every_bf16, edges, -edges])
+
+
+def torch_cuda_casts(x: np.ndarray) -> dict[str, object]:
+    import torch
+
+    t = torch.from_numpy(x).cuda()
+    report: dict[str, object] = {}
+    for variant, dtype in (("fn", torch.float8_e4m3fn), ("fnuz", torch.float8_e4m3fnuz)):
+        got = t.to(dtype).view(torch.uint8).cpu().numpy()
+        matches = {}
+        for mode in (False, True, "satfinite"):
+            want = oracle.encode_e4m3(x, variant, mode)
+            matches[str(mode)] = int(np.count_nonzero(got != want))
+        report[f"e4m3{variant}"] = {"mismatches_by_saturate_mode": matches}
+    got = t.to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
+    report["bf16"] = {
+        name: int(np.count_nonzero(got != oracle.bf16_bits(x, name))) for name in ("gfx950", "torch-cpu")
+    }
+    nan_codes = sorted({int(v) for v in got[np.isnan(x)]})
+    report["bf16"]["nan_outputs"] = [hex(v) for v in nan_codes[:8]]
+    return report
+
+
+def dot_scaled_decoding() -> dict[str, object]:
+    backend = TritonDotScaledBackend("cuda")
+    status = backend.available()
+    if not status:
+        return {"available": False, "reason": status.reason}
+    codes = np.arange(256, dtype=np.uint8)
+    got = backend.op("e8m0.decode").run(codes)
+    out: dict[str, object] = {"available": True, "bytes": {str(b): float(got[b]) for b in (0, 1, 2, 126, 127, 128, 253, 254, 255)}}
+    for name in ("gfx950", "triton-dot-scaled"):
+        want = oracle.decode_e8m0(codes, name)
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        out[f"mismatches_vs_{name}"] = int(np.count_nonzero(~same))
+    return out
+
+
+def main() -> int:
+    import torch
+    import triton
+
+    x = probe_inputs()
+    result = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "device": torch.cuda.get_device_name(0),
+        "capability": list(torch.cuda.get_device_capability(0)),
+        "inputs": int(x.size),
+        "casts": torch_cuda_casts(x),
+        "dot_scaled_e8m0": dot_scaled_decoding(),
+    }
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The GPU tier on a CUDA machine with torch and triton but no network: sglang's wheel is unpacked
+# (its kernels are pure Python; the cp311 tag does not matter), mxgate runs from the checkout.
+# Usage: scripts/gpu_tier.sh WHEEL_DIR OUT_DIR
+set -uo pipefail
+wheels=${1:?wheel folder}; out=${2:?output folder}
+site=$(mktemp -d)
+for w in "$wheels"/sglang-*.whl; do python3 -m zipfile -e "$w" "$site"; done
+export PYTHONPATH="$site:$PWD" PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.txt" 2>&1
+python3 -m mxgate.tools.gpu_probe > "$out/gpu_probe.json" 2> "$out/gpu_probe.err"
+python3 -m pytest -p no:cacheprovider -q -rs --device cuda \
+  --backend oracle --backend torch --backend triton-dot-scaled --backend sglang-triton --backend sglang-triton-rne \
+  tests/test_sglang_adapter.py mxgate/conformance/test_elements.py \
+  --mxgate-json "$out/gpu_matrix.json" --mxgate-md "$out/gpu_matrix.md" --junitxml "$out/gpu_junit.xml" 2>&1 | tee "$out/gpu_pytest.log"
