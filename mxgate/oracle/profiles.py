@@ -23,7 +23,7 @@ Byte255 = Literal["nan", "inf"]
 Fp8Variant = Literal["fn", "fnuz"]
 Fp8Overflow = Literal["nan", "saturate", "satfinite"]
 Ue8m0Rounding = Literal["log2f", "bitwise"]
-Bf16Nan = Literal["sign_quiet", "all_ones"]
+Bf16Nan = Literal["sign_quiet", "all_ones", "canonical"]
 AmaxNan = Literal["propagate", "ignore"]
 NanScale = Literal["exponent", "nan"]
 SpecialScale = Literal["nan_byte", "clamped"]
@@ -65,8 +65,8 @@ class Profile:
                         (software quantizers).
     FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow (e4m3fn finite overflow and Inf:
       nan, saturate to +-max, or satfinite with every NaN 0x7F), ue8m0_rounding.
-    bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes) or
-      all_ones (0xFFFF whatever the sign, torch 2.13 CPU).
+    bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes),
+      all_ones (0xFFFF whatever the sign, torch 2.13 CPU) or canonical (0x7FFF, torch CUDA).
     Front end (indexer op): fma_contraction, the default member of the admissible set.
     """
 
@@ -235,6 +235,14 @@ _PROFILES: dict[str, Profile] = {
             fp8_overflow="saturate",
             bf16_nan="all_ones",
             notes="Measured with torch 2.13.0+cpu. float8_e4m3fnuz casts do not saturate (overflow gives 0x80).",
+        ),
+        replace(
+            _GFX950,
+            name="torch-cuda",
+            nan_scale="nan",
+            shipped_by="torch 2.11 CUDA casts (H200): float8_e4m3fn does not saturate, bf16 NaN is 0x7FFF",
+            bf16_nan="canonical",
+            notes="Measured on an H200 with torch 2.11.0+cu130 (docs/results/).",
         ),
         replace(
             _GFX950,

@@ -12,7 +12,7 @@ from mxgate.oracle.bits import ABS32, EXP32, f32_bits
 def bf16_bits(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """float32 -> bf16 bit patterns (uint16), round to nearest even.
 
-    NaN follows the profile's ``bf16_nan``: sign | 0x7FC0 (sign_quiet) or 0xFFFF (all_ones).
+    NaN follows the profile's ``bf16_nan``: sign | 0x7FC0, 0xFFFF or 0x7FFF.
     """
     p = _profiles.get(profile)
     u = f32_bits(as_float32(x, "x"))
@@ -20,6 +20,8 @@ def bf16_bits(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.
     is_nan = (u & ABS32) > EXP32
     if p.bf16_nan == "all_ones":
         nan = np.uint32(0xFFFF)
+    elif p.bf16_nan == "canonical":
+        nan = np.uint32(0x7FFF)
     else:
         nan = (u >> np.uint32(16)) & np.uint32(0x8000) | np.uint32(0x7FC0)
     return np.where(is_nan, nan, rounded).astype(np.uint16)
