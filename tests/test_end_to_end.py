@@ -7,7 +7,7 @@ Data (seed 5484 + next_n): q, k ~ N(0, 1) and weights ~ N(0, 0.1^2), all rounded
 LayerNorm weight 1, bias 0, epsilon 1e-6; RoPE (neox) with base 10000 at positions 0..ctx-1;
 weight_scale = 128^-0.5 * 32^-0.5 = 1/64; two sequences of 1000 and 1536 tokens in random
 blocks of a pool with gaps. The figures are printed (run with -s) and recorded in
-docs/ops/logits.md.
+docs/ops/logits.md. A second test chains the indexer's FP8 mode into the FP8 scorer.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from mxgate.oracle.ops import indexer_qk_rope_quant_and_cache, logits
 from mxgate.oracle.ops import logits_cases as lc
+from mxgate.oracle.ops import logits_fp8 as ops_fp8
 from mxgate.oracle.ops.matching import frontend_values
 from mxgate.oracle.ops.topk import topk_indices
 
@@ -95,3 +96,43 @@ def test_end_to_end_indexer_then_scorer(next_n: int) -> None:
     assert fig["within_bound"], f"seed {seed}: the emulated order left the rigorous bound"
     assert fig["cosine"] > 0.95, f"seed {seed}: cosine {fig['cosine']}"
     assert fig["top64_overlap"] > 0.5, f"seed {seed}: overlap {fig['top64_overlap']}"
+
+
+@pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
+def test_end_to_end_fp8_cache_into_fp8_scorer(preshuffle: bool) -> None:
+    """The indexer op in FP8 mode (per-token float32 K scale, Q scale folded into float32
+    weights) feeds the FP8 scorer; within its bound, and close to float64 on the unquantized
+    values."""
+    seed = 5500 + int(preshuffle)
+    rng = lc.rng_for(seed)
+    ctx, next_n = 300, 2
+    q = _bf16(rng.standard_normal((ctx, H, D)))
+    k = _bf16(rng.standard_normal((ctx, D)))
+    w = _bf16(rng.standard_normal((ctx, H)) * 0.1)
+    inv = 10000.0 ** (-np.arange(32) / 32.0)
+    angle = np.arange(ctx)[:, None] * inv[None, :]
+    table, num_blocks = lc.block_pool(rng, 1, -(-ctx // KV_BLOCK))
+    pos = np.arange(ctx, dtype=np.int64)
+    slots = table[0, pos // KV_BLOCK].astype(np.int64) * KV_BLOCK + pos % KV_BLOCK
+    op = dict(q=q, weights=w, k=k, slot_mapping=slots, norm_weight=np.ones(D, np.float32),
+              norm_bias=np.zeros(D, np.float32), positions=pos, cos_cache=_bf16(np.cos(angle)),
+              sin_cache=_bf16(np.sin(angle)), epsilon=1e-6, quant_block_size=D, scale_fmt="ue8m0",
+              weights_scale=WEIGHT_SCALE, preshuffle=preshuffle)
+    outs = indexer_qk_rope_quant_and_cache(q_out=None, weights_out=None, kv_cache=None, **op, mode="fp8",
+                                           num_blocks=num_blocks, kv_block_size=KV_BLOCK)
+    rows = ctx - next_n + np.arange(next_n)
+    kwargs = dict(q_fp8=outs.q_out[rows].reshape(1, next_n, H, D), kv_cache=outs.kv_cache,
+                  weights=np.ascontiguousarray(outs.weights_out[rows]), context_lens=np.array([ctx], np.int32),
+                  block_tables=table, max_seq_len=ctx, preshuffle=preshuffle)
+    scored = ops_fp8.pa_mqa_logits_fp8_exact(**kwargs)
+    win = scored.window
+    assert np.all(np.abs(scored.emulated[win] - scored.value[win]) <= scored.bound[win]), f"seed {seed}"
+    q32, k32 = frontend_values(q_out=None, weights_out=None, kv_cache=None, **op, mode="fp8")
+    ref = np.full(win.shape, -np.inf)
+    for i, tok in enumerate(rows):
+        qk = q32[tok].astype(np.float64) @ k32.astype(np.float64).T
+        ref[i] = (np.maximum(qk, 0.0) * w[tok].astype(np.float64)[:, None]).sum(axis=0) * WEIGHT_SCALE
+    a, r = scored.emulated[win].astype(np.float64), ref[win]
+    cosine = float(a @ r / (np.linalg.norm(a) * np.linalg.norm(r)))
+    print(f"\nend-to-end FP8 ({'preshuffled' if preshuffle else 'planar'} cache) seed={seed}: cosine {cosine:.6f}")
+    assert cosine > 0.99, f"seed {seed}: cosine {cosine}"

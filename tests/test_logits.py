@@ -95,16 +95,17 @@ def test_dyadic_prefill_all_three_agree() -> None:
 # ---- random inputs: within the bound, every AITER op-test config ---------------------------------
 
 
+@pytest.mark.parametrize("qk_accum", ["exact", "fp32-groups"])
 @pytest.mark.parametrize("cfg", AITER_CONFIGS, ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
-def test_aiter_configs_within_bound(cfg: tuple[int, int, int, int]) -> None:
+def test_aiter_configs_within_bound(cfg: tuple[int, int, int, int], qk_accum: str) -> None:
     seed = 100 + sum(cfg)
     case = lc.fp4_decode_case(seed, *cfg)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs)
+    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum)
     assert_within(s, seed)
     assert np.array_equal(np.isneginf(s.emulated), ~s.window), f"seed {seed}"
     ref = lc.reference_f64(case, case.kwargs["max_seq_len"])
     assert np.allclose(s.value[s.window], ref[s.window], rtol=1e-12, atol=1e-30), f"seed {seed}"
-    plain = logits.pa_mqa_logits_fp4(**case.kwargs)
+    plain = logits.pa_mqa_logits_fp4(**case.kwargs, qk_accum=qk_accum)
     assert np.array_equal(bits(plain), bits(s.emulated)), f"seed {seed}"
 
 

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mxgate.conformance.hypothesis_profiles import suite_settings
-from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine
+from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine
 from mxgate.oracle import profiles
 from mxgate.oracle.ops import logits, logits_cases as lc
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
@@ -31,6 +31,19 @@ SGLANG_PAGED = "sglang.fp4_index_logits.paged"
 AITER_CONFIGS = [(2, 512, 1, 64), (3, 1024, 1, 64), (2, 512, 2, 64), (2, 768, 1, 128), (4, 2048, 1, 64)]
 PREFILL_CONFIGS = [(2, 512, 4, 64, False), (3, 1024, 8, 64, False), (2, 768, 4, 128, False), (2, 600, 6, 32, True)]
 POISON_BITS = 0x7FA5A5A5  # a NaN payload no kernel produces: untouched cells must keep it
+
+
+def _op(backend, record, name: str):
+    """The backend's op, or a 'not supported here' skip when the backend says this one op cannot
+    run here (backends may answer ``available(op)``, e.g. CUDA-only kernels on a CPU run)."""
+    try:
+        status = backend.available(name)
+    except TypeError:  # availability is per backend only
+        status = None
+    if status is not None and not status:
+        record(name, "*", Verdict(UNSUPPORTED, status.reason))
+        pytest.skip(f"not supported here: {backend.name}: {status.reason}")
+    return backend.op(name)
 
 
 def _profile(op, override: str | None) -> str:
@@ -65,7 +78,7 @@ def _judge_fp4(op, scored: logits.ScoredLogits, kwargs: dict) -> Verdict:
 @pytest.mark.mxgate_op(DECODE)
 @pytest.mark.parametrize("cfg", AITER_CONFIGS, ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
 def test_decode_aiter_configs(backend, record, profile_override, cfg) -> None:
-    op = backend.op(DECODE)
+    op = _op(backend, record, DECODE)
     prof = _profile(op, profile_override)
     seed = 5000 + cfg[0] * 7 + cfg[1] + cfg[2] * 13 + cfg[3]
     case = lc.fp4_decode_case(seed, *cfg)
@@ -77,7 +90,7 @@ def test_decode_aiter_configs(backend, record, profile_override, cfg) -> None:
 @pytest.mark.mxgate_op(PREFILL)
 @pytest.mark.parametrize("cfg", PREFILL_CONFIGS, ids=lambda c: "b{}_ctx{}_rows{}_h{}{}".format(*c[:4], "_random" if c[4] else ""))
 def test_prefill_configs(backend, record, profile_override, cfg) -> None:
-    op = backend.op(PREFILL)
+    op = _op(backend, record, PREFILL)
     prof = _profile(op, profile_override)
     B, ctx, rows, heads, random_windows = cfg
     seed = 6000 + B + ctx + rows + heads + int(random_windows)
@@ -103,7 +116,7 @@ def _ragged(draw) -> tuple[int, int, int, list[int], int]:
 def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
-    op = backend.op(DECODE)
+    op = _op(backend, record, DECODE)
     prof = _profile(op, profile_override)
     seen: list[tuple[int, str, Verdict]] = []
 
@@ -136,7 +149,7 @@ def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> No
 @pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
 @pytest.mark.parametrize("cfg", AITER_CONFIGS[:3], ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
 def test_fp8_decode(backend, record, cfg, preshuffle) -> None:
-    op = backend.op(FP8)
+    op = _op(backend, record, FP8)
     seed = 7000 + sum(cfg) + int(preshuffle)
     case = lc.fp8_decode_case(seed, *cfg, preshuffle=preshuffle)
     scored = pa_mqa_logits_fp8_exact(**case.kwargs)
@@ -149,7 +162,7 @@ def test_fp8_decode(backend, record, cfg, preshuffle) -> None:
 @pytest.mark.mxgate_op(SGLANG_DECODE)
 @pytest.mark.parametrize("shape", [(4, 512, 64), (3, 1000, 32), (1, 130, 64)], ids=lambda s: "b{}_L{}_h{}".format(*s))
 def test_sglang_decode(backend, record, profile_override, shape) -> None:
-    op = backend.op(SGLANG_DECODE)
+    op = _op(backend, record, SGLANG_DECODE)
     prof = profile_override or op.profile
     B, L, H = shape
     seed = 8000 + B + L + H
@@ -164,7 +177,7 @@ def test_sglang_decode(backend, record, profile_override, shape) -> None:
 @pytest.mark.mxgate_op(SGLANG_PAGED)
 @pytest.mark.parametrize("ratio", [1, 2])
 def test_sglang_paged(backend, record, profile_override, ratio) -> None:
-    op = backend.op(SGLANG_PAGED)
+    op = _op(backend, record, SGLANG_PAGED)
     prof = profile_override or op.profile
     B, L, H = 3, 256, 64
     seed = 8100 + ratio

@@ -12,17 +12,18 @@ operations of relative error 2^-53 each).
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
-U = 2.0**-24
-ETA = 2.0**-150
-U_BF16 = 2.0**-8
-ETA_BF16 = 2.0**-134
-PRESENTATION = 2.0**-51  # |value - X| <= (2 u64 + u64^2) |X| for value = fl64(ws * fl64(Y))
-INFLATE = 1.0 + 2.0**-40
-FP32_SAFE = 2.0**125  # above this the fp32 path may overflow: no finite bound is claimed
+U = math.ldexp(1.0, -24)
+ETA = math.ldexp(1.0, -150)
+U_BF16 = math.ldexp(1.0, -8)
+ETA_BF16 = math.ldexp(1.0, -134)
+PRESENTATION = math.ldexp(1.0, -51)  # |value - X| <= (2 u64 + u64^2) |X| for value = fl64(ws * fl64(Y))
+INFLATE = 1.0 + math.ldexp(1.0, -40)
+FP32_SAFE = math.ldexp(1.0, 125)  # above this the fp32 path may overflow: no finite bound is claimed
 QK_MODELS = ("fp32-groups", "exact", "any-order")
 
 

@@ -55,7 +55,7 @@ def f32_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def exact_weighted_sum(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -> np.ndarray:
     """RN_float64( sum_h a[r, h, t] * m[r, h] * 2**f[r, h] ), rounded once. -> float64 [R, T].
 
-    a: float64 [R, H, T], integer valued, 0 <= a < 2**a_bits (a_bits <= 52).
+    a: float64 [R, H, T], integer valued, 0 <= a < 2**a_bits (a_bits <= 53).
     m: int64 [R, H] signed integer mantissas; f: int64 [R, H] exponents.
     Method: |m| is split into pieces so that each term a * piece is an exact int64 < 2**53;
     a term with exponent s (relative to the row's smallest) goes, shifted by s % 4, into the

@@ -80,7 +80,7 @@ class Options:
 def span_fast(groups: int) -> int:
     """Largest exponent span of one (row, head, token) for which the fast path is exact:
     relu(q') * |mantissa(w)| < G * 4608 * 2^span * 256 must stay below 2^53."""
-    return 53 - math.ceil(math.log2(groups * I_MAX * 256))
+    return 53 - (groups * I_MAX * 256 - 1).bit_length()  # integer ceil(log2)
 
 
 def score(q_packed: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray,
@@ -268,10 +268,10 @@ class _Group:
     def _exact(self, qp: np.ndarray, ig: np.ndarray, lk: np.ndarray, nk: np.ndarray,
                opts: Options) -> tuple[np.ndarray, np.ndarray]:
         a = np.maximum(qp, 0.0)  # q' is exact: its sign is the true sign of qk
-        a_bits = math.ceil(math.log2(self.G * I_MAX)) + self.span_fast
+        a_bits = (self.G * I_MAX).bit_length() + self.span_fast  # relu(q') <= G * 4608 * 2^span
         y = exact_weighted_sum(a, a_bits, self.mw, self.lq + self.fw)
         pk = pow2_f64(lk)[None, :]  # qk = q' * 2^(lq - 256) * 2^lk
-        y *= pk * 2.0**-256
+        y *= pk * math.ldexp(1.0, -256)
         value = y * np.float64(self.ws)
         # bound sums: sum_h x_h * 2^(lq_h - 256) * (|w_h|, 1) by one batched product per quantity
         sq = pow2_f64(self.lq - 256)

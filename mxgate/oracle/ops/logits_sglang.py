@@ -202,7 +202,7 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
             return emu, None, None
         a = np.maximum(np.where(slow, 0.0, de + do), 0.0)
         mw, fw, wfin = bf16_parts(wb)
-        a_bits = max(1, math.ceil(math.log2(float(a.max()) + 1.0))) if a.size else 1
+        a_bits = max(1, int(a.max()).bit_length()) if a.size else 1  # a < 2^a_bits
         y = exact_weighted_sum(a[None], a_bits, mw[None], (fqmin + fw)[None])[0] * pow2_f64(lk - 128)
         value = y
         if patch is not None:
