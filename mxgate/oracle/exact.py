@@ -10,12 +10,12 @@ Decoders return a ``Fraction`` (``-0`` reads as 0; the ``*_f32_bits`` variants k
 zero) or the strings ``"nan"`` / ``"inf"`` for non-finite values.
 
 Choices SPEC.md leaves open, fixed here and documented at each function:
-- a NaN divided by a scale comes out quiet (bit 22 set), sign and payload kept (IEEE 754 6.2.3,
-  what float32 division does on x86 and AMD GPUs); this matters only for ``torchao_bits``;
-- the scaled encoder divides exactly by default (the hardware path: byte 255 divides by 2^128);
-  ``quotient="f32"`` models a software quantizer whose float32 quotient can overflow,
-  underflow to a signed zero, or be NaN for byte 255;
-- a NaN or Inf amax gives scale byte 0xFF whatever the profile's clamp;
+- a NaN divided by a scale comes out quiet (bit 22 set), sign and payload kept (as IEEE 754
+  recommends and x86 float32 division does); this matters only for ``torchao_bits``;
+- the scaled encoder divides exactly by default (the hardware path); ``quotient="f32"``
+  models a software quantizer whose float32 quotient can overflow or underflow to a signed
+  zero; byte 255 follows profile.nan_scale (2^128, or a NaN scale);
+- a NaN or Inf amax gives scale byte 0xFF, clamped only under special_scale "clamped";
 - a biased e8m0 exponent below 0 (amax zero or tiny, no floor) gives byte 0.
 """
 
@@ -219,6 +219,8 @@ def _bf16_nan(x_bits: int, rule: str) -> int:
         return ((x_bits >> 16) & 0x8000) | 0x7FC0
     if rule == "all_ones":  # torch 2.13 CPU
         return 0xFFFF
+    if rule == "canonical":  # torch CUDA
+        return 0x7FFF
     raise ValueError(f"unknown bf16_nan rule {rule!r}")
 
 
@@ -370,14 +372,15 @@ def encode_e2m1(x_bits_f32: int, profile: str | Profile) -> int:
 
 
 def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quotient: Quotient = "exact") -> int:
-    """Divide x by the block scale, then encode_e2m1.
+    """Divide x by the block scale 2^(byte - 127), then encode_e2m1.
 
-    quotient "exact" (the hardware path): x / 2^(byte - 127) in exact arithmetic; byte 255
-    divides by 2^128 (the exponent field taken literally).
-    quotient "f32" (a software quantizer): the quotient is first rounded to float32, so it can
-    overflow to +-Inf or underflow to +-0 (then profile.zero_sign sees a zero); byte 255 is a
-    NaN scale, and x / NaN is x's NaN if x is one, else the scale's +NaN 0x7FC00000.
-    Either way a NaN x comes out quiet (bit 22 set), which matters only for torchao_bits.
+    quotient "exact" (the hardware path): the quotient is exact. quotient "f32" (a software
+    quantizer): the quotient is first rounded to float32, so it can overflow to +-Inf or
+    underflow to +-0 (and profile.zero_sign then sees a zero).
+    Byte 255 follows profile.nan_scale: "exponent" divides by 2^128 (the field taken
+    literally); "nan" divides by a NaN scale: the quotient is x's NaN if x is one (the dividend
+    comes first, as in x86 division), else the scale's +NaN 0x7FC00000.
+    A NaN x comes out of the division quiet (bit 22 set), which matters only for torchao_bits.
     """
     _check_u32(x_bits, "x_bits")
     _check_code(e8m0_byte, 256, "e8m0_byte")
@@ -386,7 +389,7 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
     p = _get_profile(profile)
     if f32_is_nan(x_bits):
         return _e2m1_nan_code(x_bits | F32_QUIET, p)
-    if quotient == "f32" and e8m0_byte == 0xFF:
+    if e8m0_byte == 0xFF and getattr(p, "nan_scale", "exponent") == "nan":
         return _e2m1_nan_code(F32_CANONICAL_NAN, p)
     sign = f32_sign(x_bits)
     if f32_is_inf(x_bits):
@@ -601,16 +604,19 @@ def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None) -> 
 def e8m0_scale(amax_bits_f32: int, profile: str | Profile) -> int:
     """The e8m0 byte of a block whose amax has float32 bits `amax_bits_f32`.
 
-    amax's sign bit is ignored (it is a magnitude). NaN/Inf -> 0xFF. The floor is fl32 of
-    profile.amax_floor; "before" raises amax, "after" raises v = amax/6 (rceil policies; the
-    other policies have no v and apply the floor to amax). The biased exponent is clamped to
-    profile.exp_clamp, then to [0, 255].
+    amax's sign bit is ignored (it is a magnitude). A NaN/Inf amax gives the exponent field
+    0xFF: returned as is (profile.special_scale "nan_byte") or clamped like any other
+    ("clamped"). The floor is fl32 of profile.amax_floor; "before" raises amax, "after" raises
+    v = amax/6 (rceil policies; the other policies have no v and apply the floor to amax). The
+    biased exponent is clamped to profile.exp_clamp, then to [0, 255].
     """
     _check_u32(amax_bits_f32, "amax_bits_f32")
     p = _get_profile(profile)
     a = amax_bits_f32 & F32_ABS
     if not f32_is_finite(a):
-        return 0xFF
+        if getattr(p, "special_scale", "nan_byte") == "nan_byte" or p.exp_clamp is None:
+            return 0xFF
+        return min(max(0xFF, p.exp_clamp[0]), p.exp_clamp[1])
     amax = f32_to_fraction(a)
     floor_value = None if p.amax_floor is None else fl32_of_float(float(p.amax_floor))
     has_v = p.scale_policy in ("rceil", "rceil_log2f")
@@ -725,12 +731,15 @@ def encode_e4m3(x_bits: int, variant: Fp8Variant = "fn", overflow: Fp8Overflow =
 # ---------------------------------------------------------------------------------------------
 
 
-def block_amax_bits(x_bits: list[int]) -> int:
-    """float32 bits of max |x| over a block; any NaN makes it NaN (0x7FC00000)."""
+def block_amax_bits(x_bits: list[int], ignore_nan: bool = False) -> int:
+    """float32 bits of max |x| over a block. A NaN makes it NaN (0x7FC00000), or with
+    `ignore_nan` (max-num reductions) is skipped, so an all-NaN block has amax 0."""
     best = 0
     for b in x_bits:
         _check_u32(b, "x_bits")
         if f32_is_nan(b):
+            if ignore_nan:
+                continue
             return F32_CANONICAL_NAN
         # For non-NaN magnitudes the integer order of the bits is the numeric order.
         best = max(best, b & F32_ABS)
@@ -739,7 +748,8 @@ def block_amax_bits(x_bits: list[int]) -> int:
 
 def quantize_mx_block(x_bits: list[int], profile: str | Profile, quotient: Quotient = "exact") -> tuple[list[int], int]:
     """One block: (E2M1 codes per element, e8m0 byte) under a profile."""
-    byte = e8m0_scale(block_amax_bits(x_bits), profile)
+    ignore_nan = getattr(_get_profile(profile), "amax_nan", "propagate") == "ignore"
+    byte = e8m0_scale(block_amax_bits(x_bits, ignore_nan), profile)
     return [encode_e2m1_scaled(b, byte, profile, quotient) for b in x_bits], byte
 
 
