@@ -66,6 +66,12 @@ def quantize_mx(
             _pack_into(part, packed[start:stop])
 
     run_ranges(groups.shape[0], work, weight=group)
+    if p.nan_scale == "nan":
+        # Blocks under a NaN scale take the slow path, which picks the surviving NaN explicitly.
+        nan_blocks = scales.reshape(-1) == 0xFF
+        if nan_blocks.any():
+            slow = e2m1.encode_e2m1(groups[nan_blocks], p, scale=scales.reshape(-1)[nan_blocks, None])
+            packed[nan_blocks] = e2m1.pack_nibbles(slow)
     packed = packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
     return packed, scales
 

@@ -7,7 +7,7 @@ derived with 60-digit decimal arithmetic, never a platform log2.
 
 from __future__ import annotations
 
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 from functools import cache
 
 import numpy as np
@@ -42,14 +42,15 @@ def log2f_threshold_table() -> np.ndarray:
     ceil(log2f(s)) is k when s's mantissa is <= J(k), else k + 1 (for a correctly rounded log2f).
     Index the result with k + 149.
     """
-    getcontext().prec = 60
     table = np.zeros(_MAX_K - _MIN_K + 1, dtype=np.int64)
-    for k in range(_MIN_K, _MAX_K + 1):
-        h = _half_gap(k)
-        if h == 0:
-            continue
-        bound = ((Decimal(2) ** h) - 1) * (1 << 23)  # M < bound, and bound is irrational
-        table[k - _MIN_K] = max(int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1, 0)
+    with localcontext() as context:  # 60 digits here only; the caller's decimal context stays
+        context.prec = 60
+        for k in range(_MIN_K, _MAX_K + 1):
+            h = _half_gap(k)
+            if h == 0:
+                continue
+            bound = ((Decimal(2) ** h) - 1) * (1 << 23)  # M < bound, and bound is irrational
+            table[k - _MIN_K] = max(int(bound.to_integral_value(rounding="ROUND_CEILING")) - 1, 0)
     table.setflags(write=False)
     return table
 
@@ -125,7 +126,8 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
             biased = _ceil_pow2_biased(u) - 2
         else:  # even: round amax's mantissa to one bit (FP4), then floor
             rounded = (u + np.uint32(0x200000)) & np.uint32(0xFF800000)
-            biased = ((rounded & EXP32) >> np.uint32(23)).astype(np.int64) - 2
+            field = ((rounded & EXP32) >> np.uint32(23)).astype(np.int64)
+            biased = np.where(field == 0xFF, 0xFF, field - 2)  # rounding up into Inf: no scale fits
     biased = np.clip(biased, 0, 0xFF)
     if p.exp_clamp is not None:
         biased = np.clip(biased, *p.exp_clamp)

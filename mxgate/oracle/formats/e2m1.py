@@ -71,8 +71,9 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
     """float32 -> E2M1 codes (uint8, one per element, not packed) under ``profile``.
 
     scale: optional e8m0 bytes broadcastable to x. The input is first divided by 2^(byte - 127)
-    in float32 (exact unless the quotient underflows below 2^-126, where every profile gives a
-    zero code), which is what the gfx950 scaled converter and the software quantizers do.
+    in float32 (exact unless the quotient leaves the float32 range: underflow gives a zero
+    code and overflow saturation in every profile except argmin, where an Inf quotient takes the
+    Inf rule), which is what the gfx950 scaled converter and the software quantizers do.
     """
     p = _profiles.get(profile)
     x32 = as_float32(x, "x")
@@ -99,10 +100,20 @@ def _reciprocals(nan_scale: str) -> np.ndarray:
 def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """x / 2^(scale - 127) in float32 as a multiply by an exact power of two.
 
-    The product is exact unless it underflows below 2^-126, where every profile's code is
-    zero; scale byte 255 follows the profile's ``nan_scale``.
+    The product is exact unless it leaves the float32 range: below 2^-126 every profile's code
+    is zero, above 6 every profile saturates. Scale byte 255 follows the profile's
+    ``nan_scale``; under "nan" the NaN that survives is chosen explicitly (the dividend's own
+    NaN, quieted, else +qNaN, as x86 division does) because NumPy's SIMD loops pick either.
     """
-    return np.multiply(x32, e8m0_divisor_reciprocals(profile)[scale], dtype=np.float32)
+    p = _profiles.get(profile)
+    product = np.multiply(x32, e8m0_divisor_reciprocals(p)[scale], dtype=np.float32)
+    if p.nan_scale == "nan":
+        nan_scale = np.broadcast_to(scale == 0xFF, product.shape)
+        if nan_scale.any():
+            bits = np.broadcast_to(f32_bits(x32), product.shape)
+            quiet = np.where((bits & ABS32) > np.uint32(0x7F800000), bits | np.uint32(0x00400000), np.uint32(0x7FC00000))
+            product = np.where(nan_scale, quiet.view(np.float32), product)
+    return product
 
 
 def decode_e2m1(codes: np.ndarray) -> np.ndarray:
