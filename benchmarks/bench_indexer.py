@@ -24,17 +24,12 @@ os.environ["MXGATE_THREADS"] = "1"  # before mxgate reads it: the figure is per 
 import numpy as np  # noqa: E402
 
 from mxgate.oracle import layouts, ops  # noqa: E402
+from mxgate.tools.pinning import pin_one_core  # noqa: E402
 
 HEAD_DIM = 128
 MAX_POS = 8192
 
 
-def _pin_one_core() -> str:
-    if hasattr(os, "sched_setaffinity"):
-        core = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {core})
-        return f"pinned to core {core}"
-    return "not pinned (no sched_setaffinity)"
 
 
 def _bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -95,7 +90,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"numpy {np.__version__}; {_pin_one_core()}; MXGATE_THREADS=1; seed {args.seed}")
+    print(f"numpy {np.__version__}; {pin_one_core()}; MXGATE_THREADS=1; seed {args.seed}")
 
     inputs = _inputs(args.tokens, args.heads, args.mode, args.seed)
     inputs.pop("blocks")

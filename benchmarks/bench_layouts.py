@@ -19,17 +19,11 @@ import time
 import numpy as np
 
 from mxgate.oracle import layouts
+from mxgate.tools.pinning import pin_one_core
 
 BLOCK = 64
 
 
-def _pin_one_core() -> str:
-    # the figure is quoted per core; NumPy's advanced indexing is single-threaded anyway
-    if hasattr(os, "sched_setaffinity"):
-        core = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {core})
-        return f"pinned to core {core}"
-    return "not pinned (no sched_setaffinity)"
 
 
 def _slot_sets(n: int, num_slots: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -54,7 +48,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"numpy {np.__version__}; {_pin_one_core()}; seed {args.seed}")
+    print(f"numpy {np.__version__}; {pin_one_core()}; seed {args.seed}")
 
     rng = np.random.Generator(np.random.PCG64(args.seed))
     num_blocks = -(-args.tokens // BLOCK)

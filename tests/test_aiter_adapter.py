@@ -107,3 +107,13 @@ def test_vllm_is_skipped_with_a_precise_reason(device: str) -> None:
     status = kernels.get("vllm-triton", device).available()
     assert not status, "no vLLM op is wired into the adapter yet; it must not claim to run"
     assert any(word in status.reason for word in ("'vllm'", "NVIDIA GPU", "sm_100", "'torch'", "'triton'")), status.reason
+
+
+@pytest.mark.parametrize("name", ["ml_dtypes", "torch", "triton-mxfp", "torchao", "triton-dot-scaled", "aiter", "vllm-triton"])
+def test_a_missing_package_makes_a_backend_unavailable(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda module, *a: None if module in ("ml_dtypes", "torch") else real(module, *a))
+    status = kernels.get(name).available()
+    assert not status and "is not installed" in status.reason, status

@@ -178,6 +178,11 @@ def backend(backend_name: str, device: str, request: pytest.FixtureRequest):
         _attach(request.node, backend_name, op, "*", Verdict(UNSUPPORTED, f"{backend_name} does not implement {op}"),
                 None, None)
         pytest.skip(f"not supported here: {backend_name} does not implement {op}")
+    if op != "*":
+        op_status = instance.available_for(op)
+        if not op_status:  # e.g. a GPU-only op of a backend that otherwise runs here
+            _attach(request.node, backend_name, op, "*", Verdict(UNSUPPORTED, op_status.reason), None, None)
+            pytest.skip(f"not supported here: {backend_name} {op}: {op_status.reason}")
     return instance
 
 

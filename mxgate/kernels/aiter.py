@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 from mxgate.kernels.torch_bridge import TensorSpec, spec_of, to_numpy, to_torch
 
 # Arguments of indexer_qk_rope_quant_and_cache in AITER's order (PR #5484 adds the last three).
@@ -70,12 +70,9 @@ def _gfx_arch() -> str | None:
 class AiterBackend(Backend):
     description = "AMD AITER HIP op indexer_qk_rope_quant_and_cache, per_1x32_f4_quant_hip, FlyDSL pa_mqa_logits_fp4 (gfx950)"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        missing = module_missing("torch")
-        if missing:
+        missing = requires("torch")
+        if not missing:
             return missing
         import torch
 
@@ -86,7 +83,7 @@ class AiterBackend(Backend):
         arch = _gfx_arch()
         if arch != "gfx950":
             return Availability(False, f"AITER FP4 ops need gfx950; this GPU is {arch or 'absent'}")
-        return module_missing("aiter") or AVAILABLE
+        return requires("aiter")
 
     def ops(self) -> dict[str, Op]:
         return {

@@ -21,12 +21,12 @@ class Availability:
 AVAILABLE = Availability(True, "")
 
 
-def module_missing(*modules: str) -> Availability | None:
-    """An Availability naming the first absent module, or None when all import."""
+def requires(*modules: str) -> Availability:
+    """AVAILABLE when every module can be imported, else an Availability naming the first absent one."""
     for module in modules:
         if importlib.util.find_spec(module) is None:
             return Availability(False, f"python package {module!r} is not installed")
-    return None
+    return AVAILABLE
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,18 @@ class Backend:
     name: str = ""
     description: str = ""
 
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+
     def available(self) -> Availability:
         return AVAILABLE
 
     def ops(self) -> dict[str, Op]:
         raise NotImplementedError
+
+    def available_for(self, op: str) -> Availability:
+        """Whether one op can run here (a backend may run some ops on the CPU and others only on a GPU)."""
+        return self.available()
 
     def implements(self, op: str) -> bool:
         return op in self.ops()

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 
 
 def _torch() -> Any:
@@ -22,13 +22,10 @@ def _torch() -> Any:
 class MlDtypesBackend(Backend):
     description = "ml_dtypes astype casts (C++): float4_e2m1fn, float8_e4m3fn(uz), bfloat16, float8_e8m0fnu"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
         if self.device != "cpu":
             return Availability(False, "ml_dtypes runs on the CPU only")
-        return module_missing("ml_dtypes") or AVAILABLE
+        return requires("ml_dtypes")
 
     def ops(self) -> dict[str, Op]:
         import ml_dtypes
@@ -53,12 +50,9 @@ class MlDtypesBackend(Backend):
 class TorchCastBackend(Backend):
     description = "torch dtype casts: float8_e4m3fn, float8_e4m3fnuz, bfloat16, float8_e8m0fnu"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        missing = module_missing("torch")
-        if missing:
+        missing = requires("torch")
+        if not missing:
             return missing
         if self.device == "cuda" and not _torch().cuda.is_available():
             return Availability(False, "torch reports no CUDA device")
@@ -98,11 +92,8 @@ class TorchCastBackend(Backend):
 class TritonMxfpBackend(Backend):
     description = "triton.tools.mxfp reference tensors (MXFP4Tensor, fp8e8m0_to_float32), run with torch on the CPU"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        return module_missing("torch", "triton") or AVAILABLE
+        return requires("torch", "triton")
 
     def ops(self) -> dict[str, Op]:
         def encode(x: np.ndarray) -> np.ndarray:
@@ -127,12 +118,9 @@ class TritonMxfpBackend(Backend):
 class TorchaoBackend(Backend):
     description = "torchao prototype MX helpers (f32_to_f4_unpacked)"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        missing = module_missing("torch", "torchao")
-        if missing:
+        missing = requires("torch", "torchao")
+        if not missing:
             return missing
         try:
             from torchao.prototype.mx_formats import fp_format_spec  # noqa: F401

@@ -93,6 +93,7 @@ def _op_level(profile: str) -> dict[str, Op]:
         ("indexer_qk_rope_quant_and_cache", "indexer_qk_rope_quant_and_cache"),
         ("pa_mqa_logits_fp4.decode", "pa_mqa_logits_fp4"),
         ("pa_mqa_logits_fp4.prefill", "pa_mqa_logits_fp4_prefill"),
+        ("pa_mqa_logits_fp8.decode", "pa_mqa_logits_fp8"),
     ):
         function = getattr(ops, attr, None)
         if function is not None:

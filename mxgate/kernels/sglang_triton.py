@@ -87,6 +87,9 @@ class SglangTritonBackend(Backend):
         self._ready = reason is None
         return Availability(reason is None, reason or "")
 
+    def available_for(self, op: str) -> Availability:
+        return self.available(op)
+
     def kernels(self) -> loader.Kernels:
         """The loaded sglang modules; raises RuntimeError with the reason when unavailable."""
         status = self.available()

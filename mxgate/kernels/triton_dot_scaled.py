@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 from mxgate.kernels.sglang_loader import env_scope, triton_mode
 
 _M, _N, _K = 256, 32, 64  # one row per scale byte; Triton's dot needs N >= 16 and K a multiple of 32
@@ -75,12 +75,9 @@ def decode_from_probe(product: np.ndarray) -> np.ndarray:
 class TritonDotScaledBackend(Backend):
     description = "tl.dot_scaled e2m1 x e2m1 probe: how Triton decodes e8m0 scale bytes"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        missing = module_missing("torch", "triton")
-        if missing:
+        missing = requires("torch", "triton")
+        if not missing:
             return missing
         if self.device == "cpu" and _triton_version() < (3, 9):
             return Availability(False, "the Triton CPU interpreter supports dot_scaled from 3.9 on")

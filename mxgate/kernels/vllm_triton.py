@@ -6,7 +6,7 @@ They need a vLLM install and an NVIDIA GPU of compute capability 10.0 or newer; 
 
 from __future__ import annotations
 
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, module_missing
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 
 MIN_CAPABILITY = (10, 0)  # Blackwell: the e2m1x2 conversion instructions exist from sm_100
 
@@ -14,12 +14,9 @@ MIN_CAPABILITY = (10, 0)  # Blackwell: the e2m1x2 conversion instructions exist 
 class VllmTritonBackend(Backend):
     description = "vLLM FP4 indexer Triton kernels (Blackwell only)"
 
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-
     def available(self) -> Availability:
-        missing = module_missing("torch", "triton", "vllm")
-        if missing:
+        missing = requires("torch", "triton", "vllm")
+        if not missing:
             return missing
         import torch
 
