@@ -22,18 +22,19 @@ def block_amax(x32: np.ndarray, group: int, ignore_nan: bool = False) -> np.ndar
     """
     groups = f32_bits(x32).reshape(-1, group)
     amax = np.empty(groups.shape[0], dtype=np.uint32)
-    rows = max(CHUNK // group, 1)
-
-    def work(first: int, last: int) -> None:
-        for start in range(first, last, rows):  # chunked so the masked copy stays in cache
-            stop = min(start + rows, last)
-            magnitude = groups[start:stop] & ABS32
-            if ignore_nan:
-                magnitude[magnitude > EXP32] = 0
-            np.max(magnitude, axis=1, out=amax[start:stop])
-
-    run_ranges(groups.shape[0], work, weight=group)
+    run_ranges(groups.shape[0], lambda first, last: _amax_rows(groups, first, last, amax, ignore_nan), weight=group)
     return amax.view(np.float32).reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
+
+
+def _amax_rows(groups: np.ndarray, first: int, last: int, out: np.ndarray, ignore_nan: bool) -> None:
+    """out[first:last] = max magnitude bits of groups[first:last], chunked to stay in cache."""
+    rows = max(CHUNK // groups.shape[1], 1)
+    for start in range(first, last, rows):
+        stop = min(start + rows, last)
+        magnitude = groups[start:stop] & ABS32
+        if ignore_nan:
+            magnitude[magnitude > EXP32] = 0
+        np.max(magnitude, axis=1, out=out[start:stop])
 
 
 def quantize_mx(
@@ -49,19 +50,26 @@ def quantize_mx(
     if x32.ndim == 0:
         raise ValueError("x must have at least one dimension")
     check_group(x32.shape[-1], group, "x")
-    scales = e8m0_scale(block_amax(x32, group, ignore_nan=p.amax_nan == "ignore"), p)
-    factor = e2m1.e8m0_divisor_reciprocals(p)[scales.reshape(-1)]
     groups = np.ascontiguousarray(x32).reshape(-1, group)
+    bits = groups.view(np.uint32)
+    amax = np.empty(groups.shape[0], dtype=np.uint32)
+    scales = np.empty(groups.shape[0], dtype=np.uint8)
     packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)
     table = e2m1.table(p)
+    reciprocals = e2m1.e8m0_divisor_reciprocals(p)
     rows_per_chunk = max(CHUNK // group, 1)
 
     def work(first: int, last: int) -> None:
+        # One thread does every stage for its rows: amax, scales, then scale-and-round, so the
+        # scale arithmetic is parallel too and each chunk is read while it is still in cache.
+        _amax_rows(bits, first, last, amax, p.amax_nan == "ignore")
+        scales[first:last] = e8m0_scale(amax[first:last].view(np.float32), p)
+        factor = reciprocals[scales[first:last]]
         codes = np.empty((rows_per_chunk, group), dtype=np.uint8)
         for start in range(first, last, rows_per_chunk):
             stop = min(start + rows_per_chunk, last)
             part = codes[: stop - start]
-            scaled = groups[start:stop] * factor[start:stop, None]
+            scaled = groups[start:stop] * factor[start - first : stop - first, None]
             lookup(scaled.view(np.uint32), table, 11, out=part)
             _pack_into(part, packed[start:stop])
 
@@ -73,14 +81,16 @@ def quantize_mx(
             slow = e2m1.encode_e2m1(groups[nan_blocks], p, scale=scales.reshape(-1)[nan_blocks, None])
             packed[nan_blocks] = e2m1.pack_nibbles(slow)
     packed = packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
-    return packed, scales
+    return packed, scales.reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
 
 
 def _pack_into(codes: np.ndarray, out: np.ndarray) -> None:
-    pairs = codes.view(np.uint16)  # little-endian: the even element is the low byte
-    low = pairs & np.uint16(0x000F)
-    low |= (pairs >> np.uint16(4)) & np.uint16(0x00F0)
-    np.copyto(out, low, casting="unsafe")
+    # A little-endian uint16 pair is c0 | c1 << 8 with codes < 16, so (pair >> 4) | pair has
+    # c0 | c1 << 4 in its low byte; the cast keeps exactly that byte.
+    pairs = codes.view(np.uint16)
+    merged = pairs >> np.uint16(4)
+    merged |= pairs
+    np.copyto(out, merged, casting="unsafe")
 
 
 def dequantize_mx(

@@ -81,16 +81,16 @@ def lookup(u: np.ndarray, table: np.ndarray, keep_bits: int, out: np.ndarray | N
     """Apply a rounding table to float32 bit patterns ``u`` (any shape), chunk by chunk."""
     flat = np.ascontiguousarray(u, dtype=np.uint32).reshape(-1)
     result = np.empty(flat.shape, dtype=table.dtype) if out is None else out.reshape(-1)
+    # (u >> shift) holds the kept bits and, in its lowest bit, the first dropped bit; OR-ing in
+    # "any lower bit set" turns that lowest bit into the sticky bit: one pass fewer than masking.
     shift = np.uint32(31 - keep_bits)
-    index_mask = np.uint32(((1 << keep_bits) - 1) << 1)
-    sticky_mask = np.uint32((1 << (32 - keep_bits)) - 1)
+    sticky_mask = np.uint32((1 << (31 - keep_bits)) - 1)
 
     def work(first: int, last: int) -> None:
         for start in range(first, last, CHUNK):
             stop = min(start + CHUNK, last)
             part = flat[start:stop]
             index = part >> shift
-            index &= index_mask
             index |= (part & sticky_mask) != 0
             np.take(table, index, out=result[start:stop])
 
