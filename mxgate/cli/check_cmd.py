@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def pytest_arguments(args: argparse.Namespace, backends: list[str]) -> list[str]:
-    argv = ["--pyargs", "mxgate.conformance", "-p", "no:cacheprovider", "-q", "-rs", "--tier", args.tier, "--device", args.device]
+    argv = ["--pyargs", "mxgate.conformance", "-p", "no:cacheprovider", "-q", "--tier", args.tier, "--device", args.device]
     for name in backends:
         argv += ["--backend", name]
     if args.profile:

@@ -134,9 +134,9 @@ def _e8m0_scale(fb: FamilyBuilder) -> None:
 
 
 SCALE_255_REASON = (
-    "SPEC 3 leaves the element codes of a block whose scale byte is 0xFF (NaN/Inf amax) open: the fast oracle "
-    "divides by NaN (every element NaN, then the NaN rule), the exact model uses the exponent field 255 "
-    "literally (x / 2^128)"
+    "SPEC 3 leaves the element codes of a block whose scale byte is 0xFF (NaN/Inf amax) unmeasured: the "
+    "profile's nan_scale divides by 2^128 (hardware converters, which read the scale's exponent field) or by "
+    "NaN (software quantizers: every element NaN, then the NaN rule)"
 )
 
 
