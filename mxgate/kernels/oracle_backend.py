@@ -34,6 +34,7 @@ class OracleBackend(Backend):
             "fp4_indexer.quantize": Op("fp4_indexer.quantize", p, lambda x: oracle.quantize_mx(_bf16_f32(x), p)),
             "aiter-fp4-kv.store": Op("aiter-fp4-kv.store", p, self._aiter_store),
             "sglang-page68.store": Op("sglang-page68.store", p, self._page68_store),
+            "sglang-page8.store": Op("sglang-page8.store", p, self._page8_store),
             "sglang-page68.gather": Op("sglang-page68.gather", p, _page68_gather),
         }
         if importlib.util.find_spec("mxgate.oracle.ops") is not None:
@@ -42,10 +43,17 @@ class OracleBackend(Backend):
 
 
     def _aiter_store(self, k_bf16: np.ndarray, slots: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._split_store("aiter-fp4-kv", k_bf16, slots, kv_cache, kv_scale)
+
+    def _page8_store(self, k_bf16: np.ndarray, slots: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._split_store("sglang-page8", k_bf16, slots, kv_cache, kv_scale)
+
+    def _split_store(self, layout: str, k_bf16: np.ndarray, slots: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Quantize K rows and scatter them through a payload layout and its ``-scale`` companion."""
         packed, e8m0 = oracle.quantize_mx(_bf16_f32(k_bf16), self.profile)
         cache, scale = kv_cache.copy(), kv_scale.copy()
-        oracle.layouts.get("aiter-fp4-kv").scatter(cache, packed, slots=slots)
-        oracle.layouts.get("aiter-fp4-kv-scale").scatter(scale, e8m0, slots=slots)
+        oracle.layouts.get(layout).scatter(cache, packed, slots=slots)
+        oracle.layouts.get(f"{layout}-scale").scatter(scale, e8m0, slots=slots)
         return cache, scale
 
     def _page68_store(self, k_bf16: np.ndarray, slots: np.ndarray, cache: np.ndarray) -> np.ndarray:
