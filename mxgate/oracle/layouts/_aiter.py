@@ -150,15 +150,11 @@ class AiterFp4QScale(Layout):
                 "pad": "[t, g//4, g%4, h%16, h//16] for h//16 >= num_heads/16"}
 
 
-class AiterFp4Kv(Layout):
-    name = "aiter-fp4-kv"
-    title = "AITER FP4 K cache kv_cache, preshuffled for pa_mqa_logits_fp4"
-    source = "ROCm/aiter PR #5484, indexer_qk_rope_quant_and_cache (FP4 mode), kv_cache"
-    shape_doc = "[num_blocks, k_tiles, 4, 64, 16], k_tiles = head_dim/128"
-    fields = (_packed(("slot", "dim"),
-                      "packed E2M1 codes [n, head_dim/2] per token row, as quantize_mx "
-                      "returns them"),)
+class _AiterKvBlocks(Layout):
+    """What the FP4 K cache and its scale buffer share: 64-slot blocks of k_tiles tiles."""
+
     dim_defaults = {"num_blocks": None, "head_dim": 128, "block_size": KV_BLOCK}
+    _ndim = 0  # rank of the buffer, to recognise it from a shape
 
     def _derive(self, d: Dims) -> Dims:
         _check_count(d, "num_blocks")
@@ -166,11 +162,27 @@ class AiterFp4Kv(Layout):
         _check_head_dim(d)
         return d
 
-    def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_blocks"], d["k_tiles"], 4, KV_BLOCK, 16)
-
     def _num_slots(self, d: Dims) -> int:
         return d["num_blocks"] * KV_BLOCK
+
+    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
+        if len(shape) != self._ndim:
+            return {}
+        return {"num_blocks": shape[0], "head_dim": shape[1] * TILE_K, "block_size": shape[3]}
+
+
+class AiterFp4Kv(_AiterKvBlocks):
+    name = "aiter-fp4-kv"
+    title = "AITER FP4 K cache kv_cache, preshuffled for pa_mqa_logits_fp4"
+    source = "ROCm/aiter PR #5484, indexer_qk_rope_quant_and_cache (FP4 mode), kv_cache"
+    shape_doc = "[num_blocks, k_tiles, 4, 64, 16], k_tiles = head_dim/128"
+    fields = (_packed(("slot", "dim"),
+                      "packed E2M1 codes [n, head_dim/2] per token row, as quantize_mx "
+                      "returns them"),)
+    _ndim = 5
+
+    def _shape(self, d: Dims) -> tuple[int, ...]:
+        return (d["num_blocks"], d["k_tiles"], 4, KV_BLOCK, 16)
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
         return ((0, self._num_slots(d)), (0, d["head_dim"] // 2))
@@ -187,37 +199,23 @@ class AiterFp4Kv(Layout):
         # (b, kt, g4, p, j) -> (b, p, kt, g4, j): row = packed byte kt*64 + g4*16 + j
         return {"packed": _View(buf.transpose(0, 3, 1, 2, 4), (d["num_blocks"], KV_BLOCK))}
 
-    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
-        if len(shape) != 5:
-            return {}
-        return {"num_blocks": shape[0], "head_dim": shape[1] * TILE_K, "block_size": shape[3]}
-
     def _formulas(self) -> dict[str, str]:
         return {"packed": "[slot//64, d//128, (d%128)//32, slot%64, (d%32)//2], nibble d & 1"}
 
 
-class AiterFp4KvScale(Layout):
+class AiterFp4KvScale(_AiterKvBlocks):
     name = "aiter-fp4-kv-scale"
     title = "AITER FP4 K scales kv_cache_scale, token-interleaved for one dword per lane"
     source = "ROCm/aiter PR #5484, indexer_qk_rope_quant_and_cache (FP4 mode), kv_cache_scale"
     shape_doc = "[num_blocks, k_tiles, 4, 64]"
     fields = (Field("e8m0", SCALE, ("slot", "group"), "byte", np.dtype(np.uint8),
                     "e8m0 scale bytes [n, head_dim/32] per token row"),)
-    dim_defaults = {"num_blocks": None, "head_dim": 128, "block_size": KV_BLOCK}
+    _ndim = 4
     notes = ("position p of a block sits at (p%16)*4 + p//16: the scorer reads one dword per "
              "lane holding the scales of tokens nt*16 + lane, nt = 0..3",)
 
-    def _derive(self, d: Dims) -> Dims:
-        _check_count(d, "num_blocks")
-        _check_kv_block(d)
-        _check_head_dim(d)
-        return d
-
     def _shape(self, d: Dims) -> tuple[int, ...]:
         return (d["num_blocks"], d["k_tiles"], 4, KV_BLOCK)
-
-    def _num_slots(self, d: Dims) -> int:
-        return d["num_blocks"] * KV_BLOCK
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
         return ((0, self._num_slots(d)), (0, d["groups"]))
@@ -232,11 +230,6 @@ class AiterFp4KvScale(Layout):
         # last axis q = (p%16)*4 + p//16 = [p%16, p//16]; slot digits (b, p//16, p%16)
         split = reshape_view(buf, buf.shape[:3] + (16, 4))
         return {"e8m0": _View(split.transpose(0, 4, 3, 1, 2), (d["num_blocks"], 4, 16))}
-
-    def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
-        if len(shape) != 4:
-            return {}
-        return {"num_blocks": shape[0], "head_dim": shape[1] * TILE_K, "block_size": shape[3]}
 
     def _formulas(self) -> dict[str, str]:
         return {"e8m0": "[slot//64, g//4, g%4, (p%16)*4 + p//16], p = slot%64"}
