@@ -40,6 +40,7 @@ from mxgate.oracle.scales import e8m0_scale
 
 GROUPS = HEAD_DIM // 32
 _U16 = np.uint32(16)
+_TINY, _HUGE = np.float32(2.0**-63), np.float32(2.0**63)
 
 
 @cache
@@ -53,6 +54,25 @@ def _tables(profile_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     for table in (code, scale, factor):
         table.setflags(write=False)
     return code, scale, factor
+
+
+@cache
+def _divisor_reciprocals() -> np.ndarray:
+    table = np.ascontiguousarray(e8m0_divisor_reciprocals(), dtype=np.float32)
+    assert table.shape == (256,)
+    table.setflags(write=False)
+    return table
+
+
+@cache
+def _pair_tables(profile_name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The code table's share of a packed byte: for the even lane c | c >> 4, for the odd c << 4."""
+    code = _tables(profile_name)[0]
+    low = code | (code >> np.uint8(4))
+    high = code << np.uint8(4)
+    for table in (low, high):
+        table.setflags(write=False)
+    return low, high
 
 
 def applies(kind: str, profile: _profiles.Profile) -> bool:
@@ -77,9 +97,16 @@ class _Workspace:
         self.high = np.empty((GROUPS, rows * 4), dtype=np.float32)
         self.low = np.empty((GROUPS, rows * 4), dtype=np.float32)
         self.factor = np.empty((GROUPS, rows, 4), dtype=np.float32)
+        self.absbits = np.empty((quads, rows, 4), dtype=np.uint32)
+        self.amax2 = np.empty((GROUPS, rows), dtype=np.uint32)
+        self.amax = np.empty((GROUPS, rows), dtype=np.uint32)
+        self.index = np.empty((GROUPS, rows), dtype=np.intp)
+        self.amaxf = np.empty((GROUPS, rows), dtype=np.float32)
         self.codes = np.empty((quads, rows, 4), dtype=np.uint8)
         self.pairs = np.empty((quads, rows, 2), dtype=np.uint16)
         self.packed = np.empty((quads, rows, 2), dtype=np.uint8)
+        self.low_codes = np.empty((quads, rows, 2), dtype=np.uint8)
+        self.pair_index = np.empty((quads, rows, 2), dtype=np.intp)
         self.out = np.empty((rows, quads), dtype=np.uint16)
 
 
@@ -119,27 +146,37 @@ def _quantize(xs: np.ndarray, w: _Workspace, profile: _profiles.Profile) -> tupl
     code_table, scale_table, factor_table = _tables(profile.name)
     rows = xs.shape[1]
     groups = xs.view(np.float32).reshape(GROUPS, 8, rows * 4)
-    np.max(groups, axis=1, out=w.high)
-    np.min(groups, axis=1, out=w.low)
-    high = w.high.reshape(GROUPS, rows, 4)
-    low = w.low.reshape(GROUPS, rows, 4)
-    with np.errstate(invalid="ignore"):  # max |x| over the 4 lanes; a NaN gives byte 0xFF
-        np.negative(low, out=low)
-        np.maximum(high, low, out=high)
-        amax = np.maximum(np.maximum(high[..., 0], high[..., 1]), np.maximum(high[..., 2], high[..., 3]))
-    amax_bits = amax.view(np.uint32) >> _U16
-    scales = scale_table[amax_bits]
-    if np.any(scales == 0xFF):
+    # |x| as bits: for bf16 values (NaN: see module) their uint32 order is that of |x|, and a
+    # NaN or Inf is above every finite value, so the maximum's pattern gives byte 0xFF as before
+    np.bitwise_and(xs, np.uint32(0x7FFFFFFF), out=w.absbits)
+    high = w.high.view(np.uint32)
+    np.max(w.absbits.reshape(GROUPS, 8, rows * 4), axis=1, out=high)
+    lanes = high.reshape(GROUPS, rows, 4)  # max over the 4 lanes, one lane at a time
+    np.maximum(lanes[..., 0], lanes[..., 1], out=w.amax)
+    np.maximum(lanes[..., 2], lanes[..., 3], out=w.amax2)
+    np.maximum(w.amax, w.amax2, out=w.amax)
+    w.amax >>= _U16
+    np.copyto(w.index, w.amax)
+    scales = np.take(scale_table, w.index, mode="wrap")
+    if scales.max() == 0xFF:
         return None
-    np.copyto(w.factor, factor_table[amax_bits][:, :, None])
+    # the factor table is 2^(127-E) of the e8m0 byte E (see _tables): look it up by the byte
+    np.take(_divisor_reciprocals(), scales, out=w.amaxf, mode="wrap")
+    for lane in range(4):
+        np.copyto(w.factor[..., lane], w.amaxf)
     groups *= w.factor.reshape(GROUPS, 1, rows * 4)
+    # byte j of a quad = code(lane 2j) | code(lane 2j+1) << 4, as the low byte of
+    # (c0 | c1 << 8) | (c0 | c1 << 8) >> 4: one lookup per lane of a 64-bit lane pair, each
+    # in a table of that lane's share of the byte, indexed by the top 16 bits of the lane
+    low_table, high_table = _pair_tables(profile.name)
     xs >>= _U16
-    np.take(code_table, xs, out=w.codes, mode="wrap")
-    # byte j = code(2j) | code(2j+1) << 4: low byte of (c0 | c1 << 8) | (c0 | c1 << 8) >> 4
-    pairs = w.codes.view(np.uint16)
-    np.right_shift(pairs, np.uint16(4), out=w.pairs)
-    w.pairs |= pairs
-    np.copyto(w.packed, w.pairs, casting="unsafe")
+    lane_pairs = xs.view(np.uint64)
+    index = w.pair_index.view(np.uint64)
+    np.right_shift(lane_pairs, np.uint64(32), out=index)
+    np.take(high_table, w.pair_index, out=w.packed, mode="wrap")
+    np.bitwise_and(lane_pairs, np.uint64(0xFFFF), out=index)
+    np.take(low_table, w.pair_index, out=w.low_codes, mode="wrap")
+    w.packed |= w.low_codes
     np.copyto(w.out, w.packed.view(np.uint16).reshape(HEAD_DIM // 4, rows).T)
     return w.out.view(np.uint8), np.ascontiguousarray(scales.T)
 
@@ -183,25 +220,29 @@ def q_fp4_chunk(raw: np.ndarray, cos: np.ndarray, sin: np.ndarray, is_neox: bool
     w = _workspace(rows)
     np.copyto(w.raw, raw.reshape(rows, HEAD_DIM))  # sequential read; the transpose then hits cache
     if fma:  # fl(x*cos) must be exact, as it is for bf16 operands unless tiny or huge
-        trig = (np.concatenate([cos, sin]).view(np.uint32) >> _U16).astype(np.uint16)
-        if _outside(w.raw[:, :ROPE_DIM], w.rope_bits) or _outside(trig, np.empty_like(trig)):
+        # float test of cos/sin: never looser than the bf16-pattern one (NaN fails it too)
+        trig = np.abs(np.concatenate([cos, sin]), dtype=np.float32)
+        if not (trig.min() >= _TINY and trig.max() <= _HUGE):
             return None
     xs = _load(w.raw, w)
+    # the rotated dims 0..63 are quads 0..15 of the transposed chunk: a contiguous run
+    if fma and _outside(w.t64[: ROPE_DIM // 4].reshape(-1).view(np.uint16), w.rope_bits.reshape(-1)):
+        return None
     xf = xs.view(np.float32)
     rot = xf[: ROPE_DIM // 4]  # dims 0..63: quads 0..15
     c, s = _dim_tables(cos, sin, is_neox)
     _expand(c, w.cos, h)
     _expand(s, w.sin, h)
-    if is_neox:  # partner of dim d < 32 is d + 32 (quad + 8), and back
-        np.copyto(w.partner[:8], rot[8:])
-        np.copyto(w.partner[8:], rot[:8])
-    else:  # partner of lane 2i is lane 2i+1: swap the two float32 in each 64-bit word
-        pairs = rot.view(np.uint64)
-        np.left_shift(pairs, np.uint64(32), out=w.partner.view(np.uint64))
-        w.partner.view(np.uint64)[...] |= pairs >> np.uint64(32)
     with np.errstate(over="ignore", invalid="ignore"):
+        if is_neox:  # partner of dim d < 32 is d + 32 (quad + 8), and back: partner*sin at once
+            np.multiply(rot[8:], w.sin[:8], out=w.partner[:8])
+            np.multiply(rot[:8], w.sin[8:], out=w.partner[8:])
+        else:  # partner of lane 2i is lane 2i+1: swap the two float32 in each 64-bit word
+            pairs = rot.view(np.uint64)
+            np.left_shift(pairs, np.uint64(32), out=w.partner.view(np.uint64))
+            w.partner.view(np.uint64)[...] |= pairs >> np.uint64(32)
+            w.partner *= w.sin
         np.multiply(rot, w.cos, out=rot)
-        w.partner *= w.sin
         rot += w.partner
     _round_bf16_in_place(xs[: ROPE_DIM // 4], w.bits)
     done = _quantize(xs, w, profile)
