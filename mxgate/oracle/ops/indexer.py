@@ -141,7 +141,8 @@ def _row_mask(call: Call) -> np.ndarray:
 
 def _q_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
     t, h = call.num_tokens, call.num_heads
-    packed = np.zeros((t, h, frontend.HEAD_DIM // 2), dtype=np.uint8)
+    # aiter-fp4-q is the identity layout ([T, H, 64], no preshuffle): the chunks write q_out
+    # directly, for the written tokens only, which is what its scatter would do.
     scales = np.zeros((t, h, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=np.uint8)
 
     fast = _FAST_PATH and fastq.applies(call.kind, call.profile)
@@ -154,12 +155,11 @@ def _q_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
             x = frontend.q_frontend(frontend.to_f32(raw, call.kind), cos[rows], sin[rows], call.is_neox,
                                     call.kind, call.variant.fma)
             done = quant.quantize_fp4(x, call.profile)
-        packed[rows], scales[rows] = done
+        call.q_out[rows], scales[rows] = done
 
     with np.errstate(over="ignore", invalid="ignore"):
         _q_chunks(call, work)
     mask = _row_mask(call)
-    layouts.get("aiter-fp4-q").scatter(call.q_out[:t], packed, slots=mask)
     layouts.get("aiter-fp4-q-scale").scatter(call.q_scale_out[:t], scales, slots=mask, num_heads=h)
     rows = call.q_rows
     call.weights_out[rows] = call.weights[rows]  # a plain copy in q's dtype
