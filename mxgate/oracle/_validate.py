@@ -19,6 +19,8 @@ def as_float32(x: object, name: str) -> np.ndarray:
         if float(value) != float(x) and not np.isnan(value):
             raise ValueError(f"{name} must be exactly representable in float32, got {x!r}")
         return np.asarray(value)
+    if isinstance(x, np.generic):  # a NumPy scalar: same dtype rules as an array
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of float32 (or bfloat16/float16), got {type(x).__name__}")
     if x.dtype == np.float32:
