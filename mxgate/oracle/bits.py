@@ -12,12 +12,13 @@ MANT32 = np.uint32(0x007FFFFF)
 
 def f32_bits(x: np.ndarray) -> np.ndarray:
     """The uint32 bit patterns of a float32 array (a view, no copy)."""
-    return np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    # np.require keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
+    return np.require(x, dtype=np.float32, requirements="C").view(np.uint32)
 
 
 def bits_f32(u: np.ndarray) -> np.ndarray:
     """float32 values from uint32 bit patterns (a view, no copy)."""
-    return np.ascontiguousarray(u, dtype=np.uint32).view(np.float32)
+    return np.require(u, dtype=np.uint32, requirements="C").view(np.float32)
 
 
 def f32_from_bits(value: int) -> np.float32:
