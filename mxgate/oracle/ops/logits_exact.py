@@ -25,31 +25,30 @@ def pow2_f64(e: np.ndarray | int) -> np.ndarray:
     return ((e + 1023) << 52).view(np.float64)
 
 
+def _float_parts(b: np.ndarray, mant_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bit patterns (int64) of a format with 8 exponent bits -> (signed integer mantissa,
+    exponent, finite mask): v = m * 2**e; subnormals and zeros included, non-finite gives 0."""
+    expo = (b >> mant_bits) & 0xFF
+    frac = b & ((1 << mant_bits) - 1)
+    mag = np.where(expo == 0, frac, frac | (1 << mant_bits))
+    bias = 127 + mant_bits
+    e = np.where(expo == 0, 1 - bias, expo - bias)
+    m = np.where((b >> (mant_bits + 8)) & 1 == 1, -mag, mag)
+    finite = expo != 0xFF
+    return np.where(finite, m, 0), np.where(finite, e, 0), finite
+
+
 def bf16_parts(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """bf16 bit patterns -> (signed integer mantissa, exponent, finite mask): v = m * 2**e.
 
     Normal: m = +-(128 + frac), e = E - 134; subnormal: m = +-frac, e = -133; zeros give m = 0.
     """
-    b = bits.astype(np.int64)
-    expo = (b >> 7) & 0xFF
-    frac = b & 0x7F
-    mag = np.where(expo == 0, frac, frac | 0x80)
-    e = np.where(expo == 0, -133, expo - 134)
-    m = np.where((b >> 15) & 1 == 1, -mag, mag)
-    finite = expo != 0xFF
-    return np.where(finite, m, 0), np.where(finite, e, 0), finite
+    return _float_parts(bits.astype(np.int64), 7)
 
 
 def f32_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """float32 values -> (signed integer mantissa, exponent, finite mask): v = m * 2**e."""
-    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64)
-    expo = (b >> 23) & 0xFF
-    frac = b & 0x7FFFFF
-    mag = np.where(expo == 0, frac, frac | 0x800000)
-    e = np.where(expo == 0, -149, expo - 150)
-    m = np.where((b >> 31) & 1 == 1, -mag, mag)
-    finite = expo != 0xFF
-    return np.where(finite, m, 0), np.where(finite, e, 0), finite
+    return _float_parts(np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64), 23)
 
 
 def exact_weighted_sum(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -> np.ndarray:
