@@ -14,18 +14,6 @@ from mxgate.oracle.rounding import CHUNK, lookup
 from mxgate.oracle.scales import e8m0_scale
 
 
-def block_amax(x32: np.ndarray, group: int, ignore_nan: bool = False) -> np.ndarray:
-    """Largest magnitude per group (float32); NaN anywhere in a group gives NaN, unless
-    ``ignore_nan`` (max-num reductions), where NaN elements count as 0.
-
-    Magnitudes compare as integers on their bits: exact, and NaN bits sort above Inf.
-    """
-    groups = f32_bits(x32).reshape(-1, group)
-    amax = np.empty(groups.shape[0], dtype=np.uint32)
-    run_ranges(groups.shape[0], lambda first, last: _amax_rows(groups, first, last, amax, ignore_nan), weight=group)
-    return amax.view(np.float32).reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
-
-
 def _amax_rows(groups: np.ndarray, first: int, last: int, out: np.ndarray, ignore_nan: bool) -> None:
     """out[first:last] = max magnitude bits of groups[first:last], chunked to stay in cache."""
     rows = max(CHUNK // groups.shape[1], 1)
