@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
+from mxgate.kernels.base import Availability, Backend, Op, requires
 from mxgate.kernels.torch_bridge import TensorSpec, spec_of, to_numpy, to_torch
 
 # Arguments of indexer_qk_rope_quant_and_cache in AITER's order (PR #5484 adds the last three).
