@@ -354,15 +354,25 @@ def test_matrix_renders_verdicts_reasons_and_profile_differences() -> None:
          "first_mismatch": None, "seed": 1, "profile": "threshold", "nodeid": "n2", "index": 0},
         {"backend": "b", "op": "mx.quantize", "config": "c3", "verdict": "fail", "reason": "codes differ",
          "first_mismatch": [3, 1], "seed": 7, "profile": "gfx950", "nodeid": "n3", "index": 0},
+        {"backend": "b", "op": "mx.quantize", "config": "c4", "verdict": "unsupported", "reason": "outside contract",
+         "first_mismatch": None, "seed": None, "profile": "gfx950", "nodeid": "n4", "index": 0},
     ]
-    m = matrix.build(rows, {"gone": "package absent"}, tier="quick", hypothesis_profile="mxgate-ci")
-    text = "\n".join(matrix.text_lines(m))
-    assert "acceptable x1: NaN rule unverified" in text and "FAIL c3: first mismatch (3, 1)" in text
-    assert "tie 'zero' not 'even'" in text and "gfx950 (= gfx950)" in text
-    assert "gone" in text and "not supported here" in text
+    m = matrix.build(rows, {"gone": "package absent"}, tier="quick", hypothesis_profile="mxgate-ci", exit_status=1)
+    lines = matrix.text_lines(m)
+    text = "\n".join(lines)
+    assert "acceptable x1: NaN rule unverified" in text and "c3: seed 7 first mismatch (3, 1) codes differ" in text
+    # each profile's difference from gfx950 is said once per backend, not on every row
+    assert text.count("tie 'zero' not 'even'") == 1 and text.count("gfx950 (= gfx950)") == 1
+    assert "  gone: package absent" in text
+    # a cell with a fail and an unsupported config is a fail; the failure is listed again at the end
+    assert "FAILURES: 1 failing config(s) in 1 cell(s)" in text and "FAIL b mx.quantize" in text
+    assert lines[-1] == ("mxgate: 2 cells: exact 0, acceptable 1, fail 1, not supported here 0; "
+                         "1 backend(s) not supported here; exit status 1 (at least one fail)")
     md = matrix.to_markdown(m)
-    assert "| b | mx.quantize | fail |" in md and "| gone | * | not supported here |" in md
-    assert json.loads(matrix.to_json(m))["cells"][0]["counts"] == {"exact": 1, "acceptable": 1, "fail": 0, "unsupported": 0}
+    assert "| b | mx.quantize | fail |" in md and "- gone: package absent" in md
+    cells = json.loads(matrix.to_json(m))["cells"]
+    assert cells[0]["counts"] == {"exact": 1, "acceptable": 1, "fail": 0, "unsupported": 0}
+    assert cells[1]["verdict"] == "fail" and cells[1]["counts"]["unsupported"] == 1
 
 
 def test_judging_vector_results_exact_acceptable_and_fail() -> None:

@@ -1,10 +1,23 @@
-"""The ``mxgate`` command: check, profiles, sweep, bench, vectors, explain."""
+"""The ``mxgate`` command: check, backends, diff, profiles, sweep, bench, vectors, explain.
+
+Exit statuses shared by every command (each command's ``--help`` adds its own meaning of 0/1):
+2 a usage error or bad input, said in one line on stderr before any work; 3 an internal error
+of mxgate (a bug: please report it; ``--debug`` shows the traceback); 141 standard output was
+closed early (``mxgate profiles | head -1``): the rest of the output is dropped, as a program
+ended by SIGPIPE would report it in a shell, so a pipeline under ``pipefail`` never reads a cut
+report as a pass.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_CLOSED_PIPE = 141
 
 # subcommand -> module under mxgate.cli providing add_parser(subparsers) and run(args) -> int
 _COMMANDS = {
@@ -17,8 +30,18 @@ _COMMANDS = {
 }
 
 
+class CliError(Exception):
+    """A user-facing error: printed as one line ``mxgate CMD: error: MESSAGE``, exit ``status``."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mxgate", description="Bit-exact FP4/FP8 quantization conformance suite")
+    parser = argparse.ArgumentParser(prog="mxgate", description="Bit-exact FP4/FP8 quantization conformance suite",
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in _COMMANDS.items():
         try:
@@ -28,23 +51,61 @@ def build_parser() -> argparse.ArgumentParser:
             broken.set_defaults(_broken=str(error))
             continue
         module.add_parser(sub)
+        # also accepted after the command (`mxgate explain ... --debug`)
+        sub.choices[name].add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                       help="show the traceback of an error instead of one line")
     return parser
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return " ".join(text.split())
+
+
+def _closed_pipe() -> int:
+    # Point stdout at /dev/null so the interpreter's final flush cannot raise again.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_PIPE
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse's own usage errors already print one line; keep its status
+        return int(stop.code or 0)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     if getattr(args, "_broken", None):
         print(f"mxgate {args.command}: unavailable: {args._broken}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.run(args) or 0)
-    except (ValueError, TypeError) as error:
-        print(f"mxgate {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        return _closed_pipe()
+    except KeyboardInterrupt:
+        print(f"mxgate {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        if isinstance(error, CliError):
+            status, kind = error.status, "error"
+        elif isinstance(error, (ValueError, TypeError, OSError, ImportError)):
+            # bad input, an unreadable or unwritable path, a missing optional package
+            status, kind = EXIT_USAGE, "error"
+        else:
+            status, kind = EXIT_INTERNAL, f"internal error ({type(error).__name__}; rerun with --debug)"
+        try:
+            print(f"mxgate {args.command}: {kind}: {_one_line(error)}", file=sys.stderr)
+        except BrokenPipeError:
+            pass
+        return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,6 @@
-"""``mxgate check``: run the conformance suite on the backends available here and print the matrix."""
+"""``mxgate check``: run the conformance suite on the chosen (or every available) backend and
+print the matrix. The same run as ``pytest --pyargs mxgate.conformance``, with the same exit
+status (mxgate.conformance.outcome)."""
 
 from __future__ import annotations
 
@@ -6,36 +8,82 @@ import argparse
 import os
 import sys
 import tempfile
+from pathlib import Path
+
+from mxgate.cli import CliError
+from mxgate.conformance import outcome
+
+EPILOG = """exit status:
+  0    every verdict exact or acceptable, and every --backend ran at least one op here
+  1    at least one fail (known findings included, unless --xfail-known)
+  2    usage error (unknown backend, profile, tier, device; an output path that cannot be
+       written), said in one line before anything runs
+  3    internal error
+  5    nothing failed, but a --backend could run nothing here (package absent, no GPU);
+       --allow-unsupported makes this 0
+  130  interrupted
+
+A backend's op that raises, crashes its worker process or runs past --timeout is a fail of that
+cell, named in the matrix; the other cells and the report files still complete.
+Report paths are relative to the directory the command was started in."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("check", help="run the conformance gate on the available backends")
-    parser.add_argument("--backend", action="append", default=None, help="backend to check (repeatable; default: every available one)")
+    parser = sub.add_parser("check", help="run the conformance gate on the available backends",
+                            description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", action="append", default=None,
+                        help="backend to check: a registered name (mxgate backends) or module.path:attr "
+                             "(repeatable; default: every registered backend available here)")
     parser.add_argument("--tier", choices=("quick", "default", "exhaustive"), default="default")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--profile", default=None, help="judge every backend under this profile")
     parser.add_argument("--json", dest="json_path", default=None, help="also write the matrix as JSON to this file")
     parser.add_argument("--markdown", dest="md_path", default=None, help="also write the matrix as Markdown to this file")
     parser.add_argument("--junitxml", default=None, help="JUnit XML report path")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="per-call limit of a backend op before it is killed and fails (default 300)")
+    parser.add_argument("--xfail-known", action="store_true",
+                        help="documented findings of shipped implementations are expected failures (exit 0 "
+                             "if nothing else fails); without it they fail like any mismatch")
+    parser.add_argument("--allow-unsupported", action="store_true",
+                        help="exit 0 instead of 5 when a --backend could run nothing here")
     parser.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
-    parser.add_argument("pytest_args", nargs="*", help="extra arguments passed to pytest (after --)")
+    parser.add_argument("pytest_args", nargs="*",
+                        help="extra arguments passed to pytest (after --; e.g. -- --tb=long for tracebacks)")
     parser.set_defaults(run=run)
 
 
-def pytest_arguments(args: argparse.Namespace, backends: list[str]) -> list[str]:
-    argv = ["--pyargs", "mxgate.conformance", "-p", "no:cacheprovider", "-q", "--tier", args.tier, "--device", args.device]
+def _output_path(option: str, path: str | None) -> str | None:
+    """The absolute path of a report file, refused in one line now if it cannot be written later."""
+    if path is None:
+        return None
+    from mxgate.conformance.plugin import unwritable
+
+    problem = unwritable(path)
+    if problem:
+        raise CliError(f"{option} {path}: {problem}")
+    return str(Path(path).resolve())
+
+
+def pytest_arguments(args: argparse.Namespace, backends: list[str], ini: str) -> list[str]:
+    # -c/--rootdir: no ini file of the current directory (or of a checkout) changes the run;
+    # --noconftest: no conftest.py of the current directory is loaded into the gate.
+    import mxgate.conformance
+
+    package = str(Path(mxgate.conformance.__file__).parent)
+    argv = ["--pyargs", "mxgate.conformance", "-c", ini, "--rootdir", package, "--noconftest",
+            "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--tier", args.tier, "--device", args.device]
     for name in backends:
         argv += ["--backend", name]
-    if args.profile:
-        argv += ["--profile", args.profile]
-    if args.json_path:
-        argv += ["--mxgate-json", args.json_path]
-    if args.md_path:
-        argv += ["--mxgate-md", args.md_path]
-    if args.junitxml:
-        argv += ["--junitxml", args.junitxml]
-    if args.workers:
-        argv += ["-n", str(args.workers)]
+    options = (("--profile", args.profile), ("--mxgate-json", args.json_path), ("--mxgate-md", args.md_path),
+               ("--junitxml", args.junitxml), ("--mxgate-timeout", args.timeout), ("-n", args.workers))
+    for option, value in options:
+        if value is not None:
+            argv += [option, str(value)]
+    if args.xfail_known:
+        argv.append("--mxgate-xfail-known")
+    if args.allow_unsupported:
+        argv.append("--mxgate-allow-unsupported")
     if not _plugin_installed():
         argv = ["-p", "mxgate.conformance.plugin"] + argv
     return argv + list(args.pytest_args)
@@ -47,31 +95,38 @@ def _plugin_installed() -> bool:
     return any(ep.value == "mxgate.conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
+def _validate(args: argparse.Namespace) -> None:
+    from mxgate import kernels
+    from mxgate.oracle import profiles
+
+    for name in args.backend or ():
+        kernels.check_name(name)  # unknown names and broken specs: one line, status 2
+    if args.profile is not None and args.profile not in profiles.names():
+        raise CliError(f"--profile must be one of {', '.join(profiles.names())}; got {args.profile!r}")
+    if args.timeout is not None and not (0 < args.timeout < float("inf")):
+        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout!r}")
+    args.json_path = _output_path("--json", args.json_path)
+    args.md_path = _output_path("--markdown", args.md_path)
+    args.junitxml = _output_path("--junitxml", args.junitxml)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.device == "cpu":
         # Before anything imports triton: on the CPU its kernels run under the interpreter.
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    _validate(args)
     import pytest
 
     from mxgate import kernels
 
-    if args.backend:
-        backends = args.backend
-        for name in backends:
-            kernels.get(name, args.device)  # unknown names fail here with the list
-    else:
-        backends = kernels.available(args.device)
-        skipped = [n for n in kernels.names() if n not in backends]
-        for name in skipped:
-            print(f"not supported here: {name}: {kernels.get(name, args.device).available().reason}")
+    backends = list(dict.fromkeys(args.backend)) if args.backend else kernels.names()
     print(f"mxgate check: tier {args.tier}, device {args.device}, backends: {', '.join(backends)}", flush=True)
-    # The conformance package must not pick up a checkout's rootdir conftest twice.
-    with tempfile.TemporaryDirectory() as scratch:
-        cwd = os.getcwd()
-        os.chdir(scratch)
-        try:
-            code = pytest.main(pytest_arguments(args, backends))
-        finally:
-            os.chdir(cwd)
+    with tempfile.TemporaryDirectory(prefix="mxgate-check-") as scratch:
+        ini = Path(scratch) / "pytest.ini"
+        ini.write_text("[pytest]\n", encoding="utf-8")
+        code = pytest.main(pytest_arguments(args, list(args.backend or ()), str(ini)))
     sys.stdout.flush()
-    return int(code)
+    code = int(code)
+    if code == int(pytest.ExitCode.USAGE_ERROR):  # pytest refused its own arguments (after --)
+        return outcome.EXIT_USAGE
+    return code if code in outcome.MEANING else outcome.EXIT_INTERNAL

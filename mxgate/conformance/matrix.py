@@ -1,6 +1,12 @@
 """The conformance matrix: result rows folded into (backend, op) cells, rendered as text,
-JSON and Markdown. Each cell names the profile its backend was judged under and how that
-profile differs from the hardware profile gfx950."""
+JSON and Markdown.
+
+One cell per (backend, op) that the backend implements and ran (ops it does not implement are
+not rows); one line per backend that cannot run here, with the reason; each profile a backend
+was judged under is named once per backend with its differences from the hardware profile
+gfx950; failures are listed again together at the end; the last line counts the cells and
+gives the exit status.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,17 @@ import json
 from collections import Counter
 from typing import Any
 
+from mxgate.conformance import outcome
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED
 
 SCHEMA = "mxgate-conformance-matrix"
-VERSION = 1
+VERSION = 2
 LABELS = {EXACT: "exact", ACCEPTABLE: "acceptable", FAIL: "fail", UNSUPPORTED: "not supported here"}
-_RANK = {EXACT: 0, ACCEPTABLE: 1, FAIL: 3, UNSUPPORTED: 2}
+_JUDGED_RANK = {EXACT: 0, ACCEPTABLE: 1, FAIL: 2}
 MAX_LISTED = 20
 
 
-def _differences(profile: str | None) -> dict[str, list[Any]] | None:
-    if profile is None:
-        return None
+def _differences(profile: str) -> dict[str, list[Any]] | None:
     from mxgate.oracle import profiles
 
     try:
@@ -33,13 +38,20 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hypothesis_profile: str) -> dict[str, Any]:
+def _cell_verdict(counts: Counter) -> str:
+    judged = [v for v in counts if v in _JUDGED_RANK]
+    return max(judged, key=_JUDGED_RANK.__getitem__) if judged else UNSUPPORTED
+
+
+def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hypothesis_profile: str,
+          device: str = "cpu", exit_status: int | None = None) -> dict[str, Any]:
     """The matrix of one run: cells per (backend, op), the backends not available here, the rows."""
     cells: dict[tuple[str, str], dict[str, Any]] = {}
+    backend_profiles: dict[str, set[str]] = {}
     for r in rows:
         cell = cells.setdefault((r["backend"], r["op"]), {
             "backend": r["backend"], "op": r["op"], "counts": Counter(), "reasons": Counter(),
-            "profiles": set(), "failures": [], "unsupported": Counter(),
+            "profiles": set(), "failures": [], "unsupported": Counter(), "known": set(),
         })
         cell["counts"][r["verdict"]] += 1
         if r["verdict"] == ACCEPTABLE:
@@ -48,60 +60,110 @@ def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hyp
             cell["unsupported"][r["reason"]] += 1
         if r["verdict"] == FAIL:
             cell["failures"].append({"config": r["config"], "reason": r["reason"], "first_mismatch": r["first_mismatch"],
-                                     "seed": r["seed"]})
+                                     "seed": r["seed"], "profile": r.get("profile"),
+                                     "expected_failure": bool(r.get("expected_failure"))})
+            if r.get("known"):
+                cell["known"].add(r["known"])
         if r.get("profile"):
             cell["profiles"].add(r["profile"])
+            backend_profiles.setdefault(r["backend"], set()).add(r["profile"])
     out_cells = []
     for (_, _), c in sorted(cells.items()):
-        worst = max(c["counts"], key=lambda v: _RANK[v])
+        failures = c["failures"]
         out_cells.append({
-            "backend": c["backend"], "op": c["op"], "verdict": worst,
+            "backend": c["backend"], "op": c["op"], "verdict": _cell_verdict(c["counts"]),
             "counts": {v: c["counts"].get(v, 0) for v in (EXACT, ACCEPTABLE, FAIL, UNSUPPORTED)},
             "acceptable_reasons": dict(sorted(c["reasons"].items())),
             "unsupported_reasons": dict(sorted(c["unsupported"].items())),
-            "failures": c["failures"][:MAX_LISTED], "failures_total": len(c["failures"]),
-            "profiles": {p: _differences(p) for p in sorted(c["profiles"])},
+            "failures": failures[:MAX_LISTED], "failures_total": len(failures),
+            "known_findings": sorted(c["known"]),
+            "expected_failure": bool(failures) and all(f["expected_failure"] for f in failures),
+            "profiles": sorted(c["profiles"]),
         })
+    summary = Counter(c["verdict"] for c in out_cells)
     return {
-        "schema": SCHEMA, "version": VERSION, "tier": tier, "hypothesis_profile": hypothesis_profile,
-        "cells": out_cells, "not_supported_here": dict(sorted(missing.items())),
-        "results": [{k: v for k, v in r.items()} for r in rows],
+        "schema": SCHEMA, "version": VERSION, "tier": tier, "device": device, "hypothesis_profile": hypothesis_profile,
+        "exit_status": exit_status, "exit_meaning": outcome.MEANING.get(exit_status) if exit_status is not None else None,
+        "summary": {v: summary.get(v, 0) for v in (EXACT, ACCEPTABLE, FAIL, UNSUPPORTED)},
+        "cells": out_cells,
+        "backend_profiles": {b: {p: _differences(p) for p in sorted(ps)} for b, ps in sorted(backend_profiles.items())},
+        "not_supported_here": dict(sorted(missing.items())),
+        "results": [dict(r) for r in rows],
     }
 
 
-def _profile_note(cell: dict[str, Any]) -> str:
-    notes = []
-    for name, diffs in cell["profiles"].items():
-        if diffs is None:
-            notes.append(name)
-        elif not diffs:
-            notes.append(f"{name} (= gfx950)")
-        else:
-            notes.append(f"{name} (vs gfx950: " + ", ".join(f"{k} {a!r} not {b!r}" for k, (a, b) in diffs.items()) + ")")
-    return "; ".join(notes)
+def cell_label(cell: dict[str, Any]) -> str:
+    """'exact', 'fail (known: ...)', ... as the matrix shows a cell."""
+    label = LABELS[cell["verdict"]]
+    if cell["verdict"] == FAIL and cell["known_findings"]:
+        expected = ", expected failure" if cell["expected_failure"] else ""
+        label += f" (known finding{expected})"
+    return label
+
+
+def profile_note(name: str, diffs: dict[str, list[Any]] | None) -> str:
+    if diffs is None:
+        return f"{name} (not a profile of mxgate.oracle.profiles)"
+    if not diffs:
+        return f"{name} (= gfx950)"
+    return f"{name} (vs gfx950: " + ", ".join(f"{k} {a!r} not {b!r}" for k, (a, b) in diffs.items()) + ")"
 
 
 def _counts(cell: dict[str, Any]) -> str:
-    if cell["verdict"] == UNSUPPORTED and not any(n for v, n in cell["counts"].items() if v != UNSUPPORTED):
-        return f"{cell['counts'][UNSUPPORTED]} test(s)"
     return ", ".join(f"{LABELS[v]} {n}" for v, n in cell["counts"].items() if n)
 
 
+def _failure_line(f: dict[str, Any]) -> str:
+    at = f" first mismatch {tuple(f['first_mismatch'])}" if f["first_mismatch"] is not None else ""
+    seed = f" seed {f['seed']}" if f["seed"] is not None else ""
+    return f"{f['config']}:{seed}{at} {f['reason']}"
+
+
+def summary_line(m: dict[str, Any]) -> str:
+    s = m["summary"]
+    total = sum(s.values())
+    text = (f"mxgate: {total} cells: exact {s[EXACT]}, acceptable {s[ACCEPTABLE]}, fail {s[FAIL]}, "
+            f"not supported here {s[UNSUPPORTED]}; {len(m['not_supported_here'])} backend(s) not supported here")
+    if m["exit_status"] is not None:
+        text += f"; exit status {m['exit_status']} ({m['exit_meaning']})"
+    return text
+
+
 def text_lines(m: dict[str, Any]) -> list[str]:
-    lines = [f"tier {m['tier']}, hypothesis profile {m['hypothesis_profile']}"]
+    lines = [f"tier {m['tier']}, device {m['device']}, hypothesis profile {m['hypothesis_profile']}"]
+    by_backend: dict[str, list[dict[str, Any]]] = {}
     for c in m["cells"]:
-        lines.append(f"{c['backend']:<18} {c['op']:<34} {LABELS[c['verdict']]:<18} {_counts(c)}")
-        if c["profiles"]:
-            lines.append(f"{'':<18} profile: {_profile_note(c)}")
-        for reason, n in c["acceptable_reasons"].items():
-            lines.append(f"{'':<18} acceptable x{n}: {reason}")
-        for reason, n in c["unsupported_reasons"].items():
-            lines.append(f"{'':<18} not supported here x{n}: {reason}")
-        for f in c["failures"]:
-            at = f" first mismatch {tuple(f['first_mismatch'])}" if f["first_mismatch"] is not None else ""
-            lines.append(f"{'':<18} FAIL {f['config']}:{at} {f['reason']}")
-    for backend, reason in m["not_supported_here"].items():
-        lines.append(f"{backend:<18} {'*':<34} {'not supported here':<18} {reason}")
+        by_backend.setdefault(c["backend"], []).append(c)
+    for backend, cells in by_backend.items():
+        lines.append("")
+        lines.append(backend)
+        for name, diffs in m["backend_profiles"].get(backend, {}).items():
+            lines.append(f"  profile {profile_note(name, diffs)}")
+        for c in cells:
+            profiles = f"  [{', '.join(c['profiles'])}]" if c["profiles"] else ""
+            lines.append(f"  {c['op']:<34} {cell_label(c):<30} {_counts(c)}{profiles}")
+            for reason, n in c["acceptable_reasons"].items():
+                lines.append(f"      acceptable x{n}: {reason}")
+            for reason, n in c["unsupported_reasons"].items():
+                lines.append(f"      not supported here x{n}: {reason}")
+    if m["not_supported_here"]:
+        lines += ["", "not supported here (nothing of these backends ran):"]
+        for backend, reason in m["not_supported_here"].items():
+            lines.append(f"  {backend}: {reason}")
+    failing = [c for c in m["cells"] if c["verdict"] == FAIL]
+    if failing:
+        total = sum(c["failures_total"] for c in failing)
+        lines += ["", f"FAILURES: {total} failing config(s) in {len(failing)} cell(s)"]
+        for c in failing:
+            lines.append(f"  FAIL {c['backend']} {c['op']}" + (f" [{', '.join(c['profiles'])}]" if c["profiles"] else ""))
+            for finding in c["known_findings"]:
+                expected = " (expected failure: --mxgate-xfail-known)" if c["expected_failure"] else ""
+                lines.append(f"    known finding{expected}: {finding}")
+            for f in c["failures"]:
+                lines.append(f"    {_failure_line(f)}")
+            if c["failures_total"] > len(c["failures"]):
+                lines.append(f"    ... and {c['failures_total'] - len(c['failures'])} more (all in the JSON report)")
+    lines += ["", summary_line(m)]
     return lines
 
 
@@ -114,19 +176,30 @@ def _md(text: str) -> str:
 
 
 def to_markdown(m: dict[str, Any]) -> str:
-    out = [f"# mxgate conformance matrix", "", f"Tier `{m['tier']}`, Hypothesis profile `{m['hypothesis_profile']}`.", "",
-           "| backend | op | verdict | counts | profile (differences from gfx950) |", "|---|---|---|---|---|"]
+    out = ["# mxgate conformance matrix", "",
+           f"Tier `{m['tier']}`, device `{m['device']}`, Hypothesis profile `{m['hypothesis_profile']}`.", "",
+           "| backend | op | verdict | counts | profile |", "|---|---|---|---|---|"]
     for c in m["cells"]:
-        out.append(f"| {_md(c['backend'])} | {_md(c['op'])} | {LABELS[c['verdict']]} | {_md(_counts(c))} | "
-                   f"{_md(_profile_note(c))} |")
-    for backend, reason in m["not_supported_here"].items():
-        out.append(f"| {_md(backend)} | * | not supported here | | {_md(reason)} |")
+        out.append(f"| {_md(c['backend'])} | {_md(c['op'])} | {_md(cell_label(c))} | {_md(_counts(c))} | "
+                   f"{_md(', '.join(c['profiles']))} |")
+    if m["backend_profiles"]:
+        out += ["", "## Profiles (differences from gfx950)", ""]
+        for backend, notes in m["backend_profiles"].items():
+            for name, diffs in notes.items():
+                out.append(f"- {_md(backend)}: {_md(profile_note(name, diffs))}")
+    if m["not_supported_here"]:
+        out += ["", "## Not supported here", ""]
+        for backend, reason in m["not_supported_here"].items():
+            out.append(f"- {_md(backend)}: {_md(reason)}")
     details = [c for c in m["cells"] if c["acceptable_reasons"] or c["failures"]]
     if details:
         out += ["", "## Details", ""]
         for c in details:
             for reason, n in c["acceptable_reasons"].items():
                 out.append(f"- {_md(c['backend'])} `{_md(c['op'])}` acceptable x{n}: {_md(reason)}")
+            for finding in c["known_findings"]:
+                out.append(f"- {_md(c['backend'])} `{_md(c['op'])}` known finding: {_md(finding)}")
             for f in c["failures"]:
-                out.append(f"- {_md(c['backend'])} `{_md(c['op'])}` **fail** `{_md(f['config'])}`: {_md(f['reason'])}")
+                out.append(f"- {_md(c['backend'])} `{_md(c['op'])}` **fail** {_md(_failure_line(f))}")
+    out += ["", _md(summary_line(m))]
     return "\n".join(out) + "\n"

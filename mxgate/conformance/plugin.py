@@ -1,13 +1,19 @@
 """pytest plugin (registered through the ``pytest11`` entry point): backend selection, tiers,
-Hypothesis profiles, verdict recording and the conformance matrix.
+Hypothesis profiles, verdict recording, process isolation of backend ops, the conformance matrix
+and the exit status.
 
     pytest --pyargs mxgate.conformance --backend oracle --tier quick --mxgate-json matrix.json
 
-Test contract: a test that takes the ``backend`` fixture is run once per selected backend; mark
-it ``@pytest.mark.mxgate_op("op name")`` so backends that do not implement the op are reported
-as 'not supported here' rather than failing. The test computes a ``Verdict`` and hands it to the
-``record`` fixture: ``record(op, config_id, verdict, seed=..., profile=...)``; a 'fail' verdict
-fails the test with its reason.
+Test contract: a test that takes the ``backend`` fixture is run once per selected backend that
+can run here; mark it ``@pytest.mark.mxgate_op("op name")`` so backends that do not implement
+the op are left out (no row) rather than failing. The test computes a ``Verdict`` and hands it
+to the ``record`` fixture: ``record(op, config_id, verdict, seed=..., profile=...)``; a 'fail'
+verdict fails the test with its reason.
+
+The ``backend`` fixture's ops run in a worker process per backend (mxgate.kernels.isolation):
+an op that raises, crashes the process or hangs past ``--mxgate-timeout`` seconds fails its
+test, and the test's cell in the matrix says ``fail`` with the cause, while the rest of the run
+and its reports complete. Exit statuses: mxgate.conformance.outcome.
 
 Results travel in ``report.user_properties`` (key ``mxgate``), so under pytest-xdist every
 worker's verdicts reach the controller, which prints the matrix and writes the JSON/Markdown
@@ -18,12 +24,13 @@ in JUnit XML.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mxgate.conformance import hypothesis_profiles, known_findings
+from mxgate.conformance import hypothesis_profiles, known_findings, outcome
 from mxgate.conformance import matrix as _matrix
 from mxgate.conformance.verdicts import FAIL, UNSUPPORTED, Verdict
 
@@ -31,12 +38,15 @@ TIERS = ("quick", "default", "exhaustive")
 PROPERTY = "mxgate"
 _RESULTS = pytest.StashKey[dict]()
 _BACKENDS = pytest.StashKey[dict]()
+_ISOLATED = pytest.StashKey[dict]()
+_STATUS = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("mxgate", "mxgate conformance gate")
     group.addoption("--backend", action="append", default=None,
-                    help="backend to check (repeatable; default: every backend available here)")
+                    help="backend to check: a registered name or module.path:attr (repeatable; "
+                         "default: every registered backend available here)")
     group.addoption("--tier", choices=TIERS, default="default", help="quick, default or exhaustive")
     group.addoption("--device", choices=("cpu", "cuda"), default="cpu", help="device the backends run on")
     group.addoption("--profile", default=None,
@@ -46,6 +56,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--mxgate-hypothesis-profile", default=None, choices=hypothesis_profiles.NAMES,
                     help="Hypothesis profile for the conformance tests (default: mxgate-ci when CI is set, "
                          f"else mxgate-dev; env {hypothesis_profiles.ENV})")
+    group.addoption("--mxgate-timeout", type=float, default=None, metavar="SECONDS",
+                    help="per-call limit of a backend op; past it the op is killed and its cell fails "
+                         "(default 300, or the environment variable MXGATE_TIMEOUT)")
+    group.addoption("--mxgate-xfail-known", action="store_true", default=False,
+                    help="treat documented findings of shipped implementations (known_findings.py) as "
+                         "expected failures; without it they fail like any other mismatch")
+    group.addoption("--mxgate-allow-unsupported", action="store_true", default=False,
+                    help="exit 0 instead of 5 when a backend named with --backend could run nothing here")
+
+
+def _gate_in_play(config: pytest.Config) -> bool:
+    """Whether this pytest run involves the conformance suite (the plugin is loaded in every
+    pytest run of an environment where mxgate is installed; other suites must not notice it)."""
+    if config.getoption("--backend"):
+        return True
+    return any("conformance" in str(a) and "mxgate" in str(a) for a in config.args)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,18 +81,81 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs --device cuda")
     config.stash[_RESULTS] = {}
     config.stash[_BACKENDS] = {}
-    if config.getoption("--device") == "cpu":
-        # triton fixes interpreter vs compiled at its first import: on the CPU every Triton
-        # backend needs the interpreter, so choose it before anything imports triton.
-        import os
-
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    config.stash[_ISOLATED] = {}
+    if _gate_in_play(config):
+        _validate(config)
+        if config.getoption("--device") == "cpu":
+            # triton fixes interpreter vs compiled at its first import: on the CPU every Triton
+            # backend needs the interpreter, so choose it before anything imports triton.
+            os.environ.setdefault("TRITON_INTERPRET", "1")
     name = hypothesis_profiles.choose(
         _option(config, "hypothesis_profile"), config.getoption("--mxgate-hypothesis-profile"),
         config.getoption("--tier"),
     )
     hypothesis_profiles.select(name)
     config.pluginmanager.register(_Collector(config), "mxgate-result-collector")
+
+
+def _usage_error(message: str) -> None:
+    pytest.exit(f"mxgate: error: {message}", returncode=outcome.EXIT_USAGE)
+
+
+def _validate(config: pytest.Config) -> None:
+    """Every option the run depends on, checked in one line each before anything runs."""
+    from mxgate import kernels
+    from mxgate.oracle import profiles
+
+    for name in config.getoption("--backend") or ():
+        try:
+            kernels.check_name(name)
+        except (ValueError, TypeError) as error:
+            _usage_error(str(error))
+    profile = config.getoption("--profile")
+    if profile is not None and profile not in profiles.names():
+        _usage_error(f"--profile must be one of {', '.join(profiles.names())}; got {profile!r}")
+    try:
+        timeout(config)
+    except ValueError as error:
+        _usage_error(str(error))
+    if _is_worker(config):
+        return
+    for option, path in (("--mxgate-json", config.getoption("--mxgate-json")),
+                         ("--mxgate-md", config.getoption("--mxgate-md")),
+                         ("--junitxml", getattr(config.option, "xmlpath", None))):
+        if path:
+            problem = unwritable(path)
+            if problem:
+                _usage_error(f"{option} {path}: {problem}")
+
+
+def unwritable(path: str) -> str | None:
+    """Why a report cannot be written at ``path`` (None when it can), checked before the run."""
+    target = Path(path)
+    if target.is_dir():
+        return "is a directory"
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        return f"folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"folder {folder} is not writable"
+    if target.exists() and not os.access(target, os.W_OK):
+        return "file is not writable"
+    return None
+
+
+def timeout(config: pytest.Config) -> float:
+    from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S
+
+    value = config.getoption("--mxgate-timeout")
+    if value is None:
+        raw = os.environ.get("MXGATE_TIMEOUT")
+        try:
+            value = float(raw) if raw else DEFAULT_TIMEOUT_S
+        except ValueError:
+            raise ValueError(f"MXGATE_TIMEOUT must be a number of seconds, got {raw!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"--mxgate-timeout must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 def _option(config: pytest.Config, dest: str) -> Any:
@@ -76,32 +165,54 @@ def _option(config: pytest.Config, dest: str) -> Any:
         return None
 
 
+def _candidates(config: pytest.Config) -> list[str]:
+    chosen = config.getoption("--backend")
+    if chosen:
+        return list(dict.fromkeys(chosen))
+    from mxgate import kernels
+
+    return kernels.names()
+
+
 def backend_status(config: pytest.Config) -> dict[str, tuple[bool, str]]:
-    """name -> (available here, reason) for every registered backend (computed once)."""
+    """name -> (available here, reason) for every backend this run considers (computed once)."""
     cache = config.stash[_BACKENDS]
     if not cache:
         from mxgate import kernels
 
         device = config.getoption("--device")
-        for name in kernels.names():
+        for name in _candidates(config):
             try:
                 status = kernels.get(name, device=device).available()
                 cache[name] = (bool(status), status.reason)
-            except Exception as error:  # an adapter that cannot even say: not supported here
-                cache[name] = (False, f"{type(error).__name__}: {error}")
+            except Exception as error:  # an adapter that cannot even say: not supported here, with why
+                cache[name] = (False, f"available() raised {type(error).__name__}: {error}")
     return cache
 
 
 def selected_backends(config: pytest.Config) -> list[str]:
-    from mxgate import kernels
-
-    chosen = config.getoption("--backend")
-    if chosen:
-        unknown = [name for name in chosen if name not in kernels.names()]
-        if unknown:
-            raise pytest.UsageError(f"--backend must be one of {', '.join(kernels.names())}; got {', '.join(unknown)}")
-        return list(dict.fromkeys(chosen))
+    """The backends this run checks: the named (or all registered) ones that can run here."""
     return [name for name, (ok, _) in backend_status(config).items() if ok]
+
+
+def unavailable_backends(config: pytest.Config) -> dict[str, str]:
+    return {name: reason for name, (ok, reason) in backend_status(config).items() if not ok}
+
+
+def isolated_backend(config: pytest.Config, name: str):
+    """The backend ``name`` with its ops in a worker process (one per backend and pytest process)."""
+    cache = config.stash[_ISOLATED]
+    if name not in cache:
+        from mxgate import kernels
+        from mxgate.kernels.isolation import isolate
+
+        cache[name] = isolate(kernels.get(name, device=config.getoption("--device")), timeout(config))
+    return cache[name]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for backend in config.stash.get(_ISOLATED, {}).values():
+        backend.close()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -111,9 +222,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend_name", names, ids=names, scope="session")
 
 
+def _implements(config: pytest.Config, name: str, op: str) -> bool:
+    from mxgate import kernels
+
+    try:
+        return kernels.get(name, device=config.getoption("--device")).implements(op)
+    except Exception:  # noqa: BLE001 - let the test run and report the adapter's fault as its verdict
+        return True
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tier = config.getoption("--tier")
     device = config.getoption("--device")
+    # An op a backend does not implement is no row of the matrix: its tests are deselected
+    # (the marker may sit on a parametrize value, so this is decided per collected item).
+    dropped = [item for item in items if _backend_of(item) is not None and _op_of(item) != "*"
+               and not _implements(config, _backend_of(item), _op_of(item))]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        keep = set(map(id, dropped))
+        items[:] = [item for item in items if id(item) not in keep]
     for item in items:
         if item.get_closest_marker("exhaustive") and tier != "exhaustive":
             item.add_marker(pytest.mark.skip(reason="exhaustive tier only (--tier exhaustive)"))
@@ -142,13 +270,14 @@ def profile_override(request: pytest.FixtureRequest) -> str | None:
 
 
 def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: Verdict,
-            seed: int | None, profile: str | None) -> None:
+            seed: int | None, profile: str | None, known: str | None = None, expected: bool = False) -> None:
     """Put one result where every reporter (xdist controller, JUnit XML) can read it."""
     row = {
         "backend": backend, "op": op, "config": config_id, "verdict": verdict.verdict, "reason": verdict.reason,
         "mismatches": verdict.mismatches, "total": verdict.total,
         "first_mismatch": list(verdict.first_mismatch) if verdict.first_mismatch is not None else None,
         "seed": seed, "profile": profile, "hypothesis_profile": hypothesis_profiles.current(),
+        "known": known, "expected_failure": expected,
         "nodeid": node.nodeid, "index": sum(1 for k, _ in node.user_properties if k == PROPERTY),
     }
     node.user_properties.append((PROPERTY, json.dumps(row, sort_keys=True)))
@@ -159,25 +288,21 @@ def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: V
         node.user_properties.append(("profile", profile))
     if verdict.first_mismatch is not None:
         node.user_properties.append(("first_mismatch", str(tuple(verdict.first_mismatch))))
+    if known is not None:
+        node.user_properties.append(("known_finding", known))
     if not any(k == "hypothesis_profile" for k, _ in node.user_properties):
         node.user_properties.append(("hypothesis_profile", hypothesis_profiles.current()))
 
 
-@pytest.fixture
-def backend(backend_name: str, device: str, request: pytest.FixtureRequest):
-    from mxgate import kernels
+def _op_of(node: pytest.Item) -> str:
+    marker = node.get_closest_marker("mxgate_op")
+    return marker.args[0] if marker else "*"
 
-    instance = kernels.get(backend_name, device=device)
-    status = instance.available()
-    marker = request.node.get_closest_marker("mxgate_op")
-    op = marker.args[0] if marker else "*"
-    if not status:
-        _attach(request.node, backend_name, op, "*", Verdict(UNSUPPORTED, status.reason), None, None)
-        pytest.skip(f"not supported here: {backend_name}: {status.reason}")
-    if op != "*" and not instance.implements(op):
-        _attach(request.node, backend_name, op, "*", Verdict(UNSUPPORTED, f"{backend_name} does not implement {op}"),
-                None, None)
-        pytest.skip(f"not supported here: {backend_name} does not implement {op}")
+
+@pytest.fixture
+def backend(backend_name: str, request: pytest.FixtureRequest):
+    instance = isolated_backend(request.config, backend_name)
+    op = _op_of(request.node)
     if op != "*":
         op_status = instance.available_for(op)
         if not op_status:  # e.g. a GPU-only op of a backend that otherwise runs here
@@ -189,20 +314,69 @@ def backend(backend_name: str, device: str, request: pytest.FixtureRequest):
 @pytest.fixture
 def record(request: pytest.FixtureRequest, backend_name: str):
     """record(op, config_id, verdict, seed=None, profile=None): store, attach to JUnit, fail on 'fail'."""
+    xfail_known = request.config.getoption("--mxgate-xfail-known")
 
     def _record(op: str, config_id: str, verdict: Verdict, seed: int | None = None, profile: str | None = None) -> Verdict:
-        _attach(request.node, backend_name, op, config_id, verdict, seed, profile)
+        known = known_findings.finding(backend_name, op) if verdict.verdict == FAIL else None
+        _attach(request.node, backend_name, op, config_id, verdict, seed, profile, known=known,
+                expected=bool(known and xfail_known))
         if verdict.verdict == FAIL:
             seed_note = f" (seed {seed})" if seed is not None else ""
             where = f" first mismatch at {tuple(verdict.first_mismatch)}" if verdict.first_mismatch is not None else ""
             message = f"{backend_name} {op} {config_id}{seed_note}: {verdict.reason}{where}"
-            documented = known_findings.finding(backend_name, op)
-            if documented is not None:
-                pytest.xfail(f"known finding: {documented}; {message}")
-            pytest.fail(message, pytrace=False)
+            if known is not None and xfail_known:
+                pytest.xfail(f"known finding: {known}; {message}")
+            pytest.fail(message + (f" [known finding: {known}]" if known else ""), pytrace=False)
         return verdict
 
     return _record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A test of a backend that failed without recording a fail (the op raised, crashed or hung,
+    or the test itself broke) still gets its fail row, so the matrix and JUnit show the cell."""
+    name = _backend_of(item)
+    if call.when in ("setup", "call") and call.excinfo is not None and name is not None:
+        _attach_fault(item, name, call.excinfo.value)
+    yield
+
+
+def _backend_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("backend_name") if callspec is not None else None
+
+
+def _attach_fault(item: pytest.Item, name: str, error: BaseException) -> None:
+    from mxgate.kernels.isolation import BackendFault
+
+    if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception, KeyboardInterrupt)):
+        return
+    if isinstance(error, pytest.fail.Exception) and _recorded_fail(item):
+        return  # record() already put the verdict in place
+    if isinstance(error, BackendFault):
+        op, reason = error.op, error.cause
+    else:
+        op, reason = _op_of(item), f"the conformance test broke: {type(error).__name__}: {error}"
+    known = known_findings.finding(name, op)
+    _attach(item, name, op, _config_of(item), Verdict(FAIL, " ".join(reason.split())), None, None, known=known)
+
+
+def _recorded_fail(item: pytest.Item) -> bool:
+    return any(k == PROPERTY and json.loads(v)["verdict"] == FAIL for k, v in item.user_properties)
+
+
+def _config_of(item: pytest.Item) -> str:
+    """The test and its parameters, without the backend (the cell already names it)."""
+    name = getattr(item, "originalname", item.name)
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return name
+    backend = str(callspec.params.get("backend_name", ""))
+    parts = [p for p in callspec.id.split("-") if p and p != backend] if backend not in callspec.id else \
+        [callspec.id.replace(backend, "", 1).strip("-")]
+    tail = "-".join(p for p in parts if p)
+    return f"{name}[{tail}]" if tail else name
 
 
 class _Collector:
@@ -229,19 +403,31 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if _is_worker(config):
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if _is_worker(config) or not _gate_in_play(config):
         return
-    rows = results(config)
-    # With --backend the chosen ones report themselves (unavailable ones per test); without it
-    # every registered backend that cannot run here gets a 'not supported here' row.
-    chosen = config.getoption("--backend")
-    missing = {} if chosen or not rows else {n: r for n, (ok, r) in backend_status(config).items() if not ok}
-    report = _matrix.build(rows, missing, tier=config.getoption("--tier"), hypothesis_profile=hypothesis_profiles.current())
-    if rows or missing:
-        terminalreporter.section("mxgate conformance matrix")
-        for line in _matrix.text_lines(report):
-            terminalreporter.write_line(line)
+    status = outcome.exit_status(exitstatus, results(config), list(config.getoption("--backend") or ()),
+                                 allow_unsupported=config.getoption("--mxgate-allow-unsupported"))
+    config.stash[_STATUS] = status
+    session.exitstatus = status
+
+
+def _report(config: pytest.Config) -> dict[str, Any]:
+    status = config.stash.get(_STATUS, None)
+    return _matrix.build(results(config), unavailable_backends(config), tier=config.getoption("--tier"),
+                         device=config.getoption("--device"), hypothesis_profile=hypothesis_profiles.current(),
+                         exit_status=status)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _is_worker(config) or not _gate_in_play(config):
+        return
+    report = _report(config)
+    terminalreporter.section("mxgate conformance matrix")
+    for line in _matrix.text_lines(report):
+        terminalreporter.write_line(line)
     for option, render in (("--mxgate-json", _matrix.to_json), ("--mxgate-md", _matrix.to_markdown)):
         path = config.getoption(option)
         if path:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mxgate.conformance.verdicts import UNSUPPORTED, Verdict, judge_outputs
+from mxgate.kernels.base import OutsideContract
 from mxgate.vectors.loader import Case, VectorSet
 
 _VECTORS: dict[str, VectorSet] = {}
@@ -33,8 +34,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         cases = [c for c in _vectors().cases(tier=tier) if c.op == "layout.scatter"]
         metafunc.parametrize("vector_case", cases, ids=[f"{c.family}:{c.id}" for c in cases])
         return
-    # (backend, case) pairs only where the backend implements the op; one 'not supported here'
-    # test per (backend, op) otherwise, so the matrix says so without a skip per case.
+    # (backend, case) pairs only where the backend implements the op: an op a backend does not
+    # implement is no row, and a backend that cannot run here is one line of the matrix.
     from mxgate import kernels
     from mxgate.conformance.plugin import selected_backends
 
@@ -42,29 +43,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     pairs, ids = [], []
     for name in selected_backends(config):
         backend = kernels.get(name, device=config.getoption("--device"))
-        status = backend.available()
-        if not status:
-            pairs.append((name, Unsupported("*", f"{name}: {status.reason}")))
-            ids.append(f"{name}-not-supported-here")
-            continue
-        missing: dict[str, int] = {}
         for c in cases:
             if backend.implements(c.op):
                 pairs.append((name, c))
                 ids.append(f"{name}-{c.family}:{c.id}")
-            else:
-                missing[c.op] = missing.get(c.op, 0) + 1
-        for op, count in missing.items():
-            pairs.append((name, Unsupported(op, f"{name} does not implement {op} ({count} vector cases)")))
-            ids.append(f"{name}-{op}-not-supported-here")
     metafunc.parametrize("backend_name,vector_case", pairs, ids=ids)
-
-
-class Unsupported:
-    """Stands in for the cases of an op a backend does not implement (or an unavailable backend)."""
-
-    def __init__(self, op: str, reason: str) -> None:
-        self.op, self.reason = op, reason
 
 
 def _view_inputs(case: Case, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -109,16 +92,17 @@ def _normalise(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.mxgate_backend_pairs
-def test_vector_case(backend_name, vector_case, device, record, profile_override) -> None:
-    from mxgate import kernels
+def test_vector_case(backend_name, vector_case, record, profile_override, request) -> None:
+    from mxgate.conformance.plugin import isolated_backend
 
     case = vector_case
-    if isinstance(case, Unsupported):
-        record(case.op, "*", Verdict(UNSUPPORTED, case.reason))
-        pytest.skip(f"not supported here: {case.reason}")
-    backend = kernels.get(backend_name, device=device)
+    backend = isolated_backend(request.config, backend_name)
     config_id = f"{case.family}:{case.id}"
     seed = case.vectors.document(case.family)["header"]["seed"]
+    status = backend.available_for(case.op)
+    if not status:  # e.g. a CUDA-only op of a backend that otherwise runs here
+        record(case.op, "*", Verdict(UNSUPPORTED, status.reason))
+        pytest.skip(f"not supported here: {backend_name} {case.op}: {status.reason}")
     op = backend.op(case.op)
     profile = profile_override or op.profile
     result = case.result(profile)
@@ -130,9 +114,9 @@ def test_vector_case(backend_name, vector_case, device, record, profile_override
     expected = case.expected(profile)
     try:
         actual = _call(case, op.run)
-    except ValueError as error:
-        # The backend's documented precondition excludes these inputs (for example sglang's
-        # writers have no slot < 0 rule): outside its contract, reported, never a pass.
+    except OutsideContract as error:
+        # The adapter declares these inputs outside its kernel's contract (for example sglang's
+        # writers have no slot < 0 rule): reported, never a pass. Any other exception is a fail.
         record(case.op, config_id, Verdict(UNSUPPORTED, f"{backend_name} refuses the inputs: {error}"), profile=profile)
         pytest.skip(f"not supported here: {backend_name} refuses this case's inputs: {error}")
     actual = {n: _normalise(expected[n], a) for n, a in actual.items()}

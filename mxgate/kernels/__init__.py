@@ -1,13 +1,27 @@
 """One registry of every implementation under test (backends), looked up by name.
 
-Adapters load lazily: importing mxgate never imports torch, triton or a vendor package.
+A backend comes from one of three places:
+
+- built in: the adapters of this package (``oracle``, ``sglang-triton``, ...);
+- an installed package's entry point in the group ``mxgate.backends`` (name -> ``module:attr``);
+- a ``module.path:attr`` spec given directly (``mxgate check --backend mymod:MyBackend``), where
+  ``attr`` is a :class:`Backend` subclass, an instance, or a callable returning one.
+
+The spec string a user gave is the backend's name in every report. Adapters load lazily:
+importing mxgate never imports torch, triton or a vendor package.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 
-from mxgate.kernels.base import Availability, Backend, Op
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+
+ENTRY_POINT_GROUP = "mxgate.backends"
+DEVICES = ("cpu", "cuda")
 
 # name -> (module, class, constructor keyword arguments)
 _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
@@ -24,30 +38,122 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a backend name comes from: 'built-in', 'entry point <dist>', or 'command line'."""
+
+    kind: str
+    target: str  # module:attr (or module.Class for built-ins)
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.target})"
+
+
+def _entry_points() -> dict[str, tuple[str, str]]:
+    """name -> (module:attr, distribution) of the installed ``mxgate.backends`` entry points."""
+    found: dict[str, tuple[str, str]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
+        if ep.name in _REGISTRY:
+            raise ValueError(f"entry point {ep.name!r} of package {dist} ({ep.value}) clashes with the built-in "
+                             f"backend of that name; rename it in that package's {ENTRY_POINT_GROUP} entry points")
+        if ep.name in found and found[ep.name][0] != ep.value:
+            raise ValueError(f"two installed packages register the backend {ep.name!r} ({found[ep.name][1]}: "
+                             f"{found[ep.name][0]}, {dist}: {ep.value})")
+        found[ep.name] = (ep.value, dist)
+    return found
+
+
 def names() -> list[str]:
-    """Every registered backend name (available here or not)."""
-    return list(_REGISTRY)
+    """Every registered backend name, built-in first, then entry points (available here or not)."""
+    return list(_REGISTRY) + sorted(_entry_points())
+
+
+def is_spec(name: str) -> bool:
+    """A ``module.path:attr`` backend spec rather than a registered name."""
+    return ":" in name
+
+
+def origin(name: str) -> Origin:
+    if name in _REGISTRY:
+        module, cls, _ = _REGISTRY[name]
+        return Origin("built-in", f"{module}.{cls}")
+    points = _entry_points()
+    if name in points:
+        target, dist = points[name]
+        return Origin(f"entry point of {dist}", target)
+    if is_spec(name):
+        return Origin("command line", name)
+    raise ValueError(f"backend must be one of {', '.join(names())} or a module.path:attr spec; got {name!r}")
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError/TypeError (one line) unless ``name`` names a backend that can be constructed."""
+    origin(name)
+    if name not in _REGISTRY:
+        resolve_target(name if is_spec(name) else _entry_points()[name][0], name)
+
+
+def resolve_target(target: str, label: str) -> object:
+    """The object ``module.path:attr`` names (attr may be dotted)."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"backend {label!r}: expected module.path:attr, got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or the module's own code failing
+        raise ValueError(f"backend {label!r}: cannot import module {module_name!r}: "
+                         f"{type(error).__name__}: {error}") from None
+    obj: object = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"backend {label!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _construct(obj: object, label: str, device: str) -> Backend:
+    if isinstance(obj, Backend):
+        return obj
+    if inspect.isclass(obj) and issubclass(obj, Backend):
+        return obj(device=device)
+    if callable(obj) and not inspect.isclass(obj):
+        try:
+            wants_device = "device" in inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            wants_device = False
+        made = obj(device=device) if wants_device else obj()
+        if isinstance(made, Backend):
+            return made
+        raise TypeError(f"backend {label!r}: the callable returned {type(made).__name__}, not a mxgate.kernels.Backend")
+    raise TypeError(f"backend {label!r}: {type(obj).__name__} is not a mxgate.kernels.Backend subclass, "
+                    "instance, or a callable returning one")
 
 
 def get(name: str, device: str = "cpu") -> Backend:
-    """The backend called ``name``, set up for ``device`` ('cpu' or 'cuda')."""
-    if name not in _REGISTRY:
-        raise ValueError(f"backend must be one of {', '.join(_REGISTRY)}; got {name!r}")
-    if device not in ("cpu", "cuda"):
+    """The backend called ``name`` (a registered name or a module.path:attr spec), set up for ``device``."""
+    if device not in DEVICES:
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    module_name, class_name, kwargs = _REGISTRY[name]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:  # the adapter module itself is missing: report, do not crash
-        return _Missing(name, f"adapter module {module_name} failed to import: {error}")
-    backend = getattr(module, class_name)(device=device, **kwargs)
+    if name in _REGISTRY:
+        module_name, class_name, kwargs = _REGISTRY[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:  # the adapter module itself is missing: report, do not crash
+            return _Missing(name, f"adapter module {module_name} failed to import: {error}")
+        backend = getattr(module, class_name)(device=device, **kwargs)
+    else:
+        origin(name)  # unknown names fail here with the list
+        target = name if is_spec(name) else _entry_points()[name][0]
+        backend = _construct(resolve_target(target, name), name, device)
+        if getattr(backend, "device", None) is None:
+            backend.device = device
     backend.name = name
     return backend
 
 
 def available(device: str = "cpu") -> list[str]:
-    """Names of the backends that can run here."""
-    return [name for name in _REGISTRY if get(name, device).available()]
+    """Names of the registered backends that can run here."""
+    return [name for name in names() if get(name, device).available()]
 
 
 class _Missing(Backend):
@@ -62,4 +168,4 @@ class _Missing(Backend):
         return {}
 
 
-__all__ = ["Availability", "Backend", "Op", "available", "get", "names"]
+__all__ = ["Availability", "Backend", "Op", "OutsideContract", "available", "get", "names", "origin"]

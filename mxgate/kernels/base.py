@@ -29,6 +29,12 @@ def requires(*modules: str) -> Availability:
     return AVAILABLE
 
 
+class OutsideContract(ValueError):
+    """Raised by an adapter for inputs its kernel defines no behaviour for (for example slots
+    outside the buffer where the kernel has no bounds check). The gate reports that one config as
+    'not supported here' with the message; any other exception from an op is a 'fail'."""
+
+
 @dataclass(frozen=True)
 class Op:
     """One operation a backend implements, with the profile its output is judged under."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mxgate.kernels.base import Availability, Backend, Op
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 from mxgate.kernels import sglang_loader as loader
 
 HEAD_DIM = 128
@@ -406,7 +406,7 @@ def _int_array(x: object, name: str, *, ndim: int) -> np.ndarray:
 
 def _check_range(values: np.ndarray, name: str, limit: int) -> None:
     if values.size and (values.min() < 0 or values.max() >= limit):
-        raise ValueError(
+        raise OutsideContract(
             f"{name} must lie in [0, {limit}), got values in [{values.min()}, {values.max()}]; "
             "the kernel has no bounds check (a negative or large slot writes outside the buffer)"
         )
