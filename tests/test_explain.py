@@ -3,7 +3,6 @@ report structure, CLI, loaders and the heat map."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -144,7 +143,10 @@ def test_scale_off_by_one(how):
     kw = {"input+pair": dict(input=x, scales=(s, sa)), "pair": dict(scales=(s, sa)),
           "input-inferred": dict(input=x)}[how]
     r = explain(p, a, layout="packed-row", **kw)
-    only(r, "scale_off_by_one", nibble_changes(p, a))
+    # a pair of scales is compared too: each shifted e8m0 byte is one more unit
+    shifted = int(np.count_nonzero(s != sa)) if "pair" in how else 0
+    only(r, "scale_off_by_one", nibble_changes(p, a) + shifted)
+    assert r.differing_scale_bytes == shifted
     if how == "input-inferred":
         assert "inferred" in r.rows[0]["detail"]
 
@@ -357,7 +359,7 @@ def test_scale_off_by_one_beats_saturation():
     sa[::3] -= 1
     a = oracle.pack_nibbles(oracle.encode_e2m1(x, "gfx950", scale=sa.repeat(32, axis=1)))
     r = explain(p, a, layout="packed-row", input=x, scales=(s, sa))
-    only(r, "scale_off_by_one", nibble_changes(p, a))
+    only(r, "scale_off_by_one", nibble_changes(p, a) + int(np.count_nonzero(s != sa)))
 
 
 def test_nan_inf_beats_sign_of_zero():
@@ -409,6 +411,124 @@ def test_equal_buffers():
     r = explain(p, p.copy(), layout="packed-row")
     assert r.equal and r.total == 0 and list(r.counts) == list(COUNT_KEYS)
     assert "expected == actual" in r.summary()
+
+
+# ---- a scale difference is a difference, an input must fit, profiles must exist ----------
+
+
+@pytest.mark.parametrize("with_input", [False, True])
+@pytest.mark.parametrize("change, cls", [(1, "scale_off_by_one"), (-1, "scale_off_by_one"),
+                                         ("0xFF", "nan_inf"), (5, "unexplained")])
+def test_scale_argument_difference_is_counted(change, cls, with_input):
+    """Equal data bytes, one e8m0 byte of the actual scales changed: one unit, exit 1."""
+    x = normal(40, (8, 128))
+    p, s = oracle.quantize_mx(x, "gfx950")
+    sa = s.copy()
+    sa[3, 2] = 0xFF if change == "0xFF" else int(s[3, 2]) + change
+    r = explain(p, p.copy(), layout="packed-row", scales=(s, sa),
+                input=x if with_input else None)
+    assert not r.equal
+    assert (r.differing_bytes, r.differing_scale_bytes, r.scale_bytes) == (0, 1, s.size)
+    only(r, cls, 1)
+    (row,) = r.rows
+    assert row["source"] == "scales" and row["field"] == "scales" and row["region"] == "scale"
+    assert row["coords"] == {"row": 3, "group": 2} and row["offset"] == 3 * 4 + 2
+    assert (row["expected"]["code"], row["actual"]["code"]) == (int(s[3, 2]), int(sa[3, 2]))
+    assert bool(r.rows.columns["in_scales"][0])
+    text = r.summary()
+    assert "expected == actual" not in text and "1 differ" in text
+    assert json.loads(r.to_json())["differing_scale_bytes"] == 1
+    if with_input:  # the profiles that derive the expected byte are named, none the actual
+        assert "gfx950" in row["expected_profiles"] and row["actual_profiles"] == []
+
+
+def test_equal_scale_pair_is_equal():
+    x = normal(41, (8, 128))
+    p, s = oracle.quantize_mx(x, "gfx950")
+    r = explain(p, p.copy(), layout="packed-row", scales=(s, s.copy()))
+    assert r.equal and r.total == 0 and r.differing_scale_bytes == 0 and r.scale_bytes == s.size
+    shared = explain(p, p.copy(), layout="packed-row", scales=s)
+    assert shared.equal and shared.scale_bytes is None  # one array for both: nothing to compare
+
+
+def test_scale_difference_counts_the_same_inside_or_beside_the_layout():
+    """One e8m0 byte one binade up: the same unit whether the scales sit in the buffer
+    (sglang-page68), in the companion scale buffer or in the logical form beside it."""
+    x = normal(42, (128, 128))
+    p, s = oracle.quantize_mx(x, "gfx950")
+    sa = s.copy()
+    sa[70, 3] += 1
+    page68 = layouts.get("sglang-page68")
+    E, A = page68.new_buffer(num_pages=2), page68.new_buffer(num_pages=2)
+    page68.scatter(E, p, s)
+    page68.scatter(A, p, sa)
+    kv, ks = layouts.get("aiter-fp4-kv"), layouts.get("aiter-fp4-kv-scale")
+    K = kv.new_buffer(num_blocks=2)
+    kv.scatter(K, p)
+    SE, SA = ks.new_buffer(num_blocks=2), ks.new_buffer(num_blocks=2)
+    ks.scatter(SE, s)
+    ks.scatter(SA, sa)
+    reports = {"in the buffer": explain(E, A, layout="sglang-page68"),
+               "companion buffers": explain(K, K.copy(), layout="aiter-fp4-kv", scales=(SE, SA)),
+               "logical pair": explain(K, K.copy(), layout="aiter-fp4-kv", scales=(s, sa))}
+    for how, r in reports.items():
+        only(r, "scale_off_by_one", 1)
+        assert not r.equal, how
+        (row,) = r.rows
+        assert (row["coords"]["slot"], row["coords"]["group"]) == (70, 3), how
+
+
+def test_scale_argument_rows_outside_the_slot_mapping_are_untouched():
+    x = normal(43, (64, 128))
+    slots = np.arange(0, 128, 2)  # even slots written
+    p, s_rows = oracle.quantize_mx(x, "gfx950")
+    kv = layouts.get("aiter-fp4-kv")
+    K = kv.new_buffer(num_blocks=2)
+    kv.scatter(K, p, slots=slots)
+    s = np.full((128, 4), layouts.POISON, np.uint8)
+    s[slots] = s_rows
+    sa = s.copy()
+    sa[7, 0] ^= 0x10  # slot 7 is not in the mapping: its scale bytes must stay
+    sa[8, 1] += 1  # slot 8 is: a real one-binade difference
+    r = explain(K, K.copy(), layout="aiter-fp4-kv", scales=(s, sa), slots=slots, input=x)
+    nonzero = {k: v for k, v in r.counts.items() if v}
+    assert nonzero == {"untouched_bytes": 1, "scale_off_by_one": 1}
+    by_slot = {row["coords"]["slot"]: row["class"] for row in r.rows}
+    assert by_slot == {7: "untouched_bytes", 8: "scale_off_by_one"}
+
+
+def test_input_that_does_not_fit_the_buffers_is_an_error():
+    x = normal(44, (4, 64))
+    p, _ = oracle.quantize_mx(x, "gfx950")
+    for bad in (np.zeros((0, 64), np.float32), x[:2], x[:, :32], x.reshape(2, 2, 64)):
+        with pytest.raises(ValueError, match="input"):
+            explain(p, p, layout="packed-row", input=bad)
+    kv = layouts.get("aiter-fp4-kv")
+    K = kv.new_buffer(num_blocks=1)
+    rows = normal(45, (3, 128))
+    with pytest.raises(ValueError, match="input: covers no row"):
+        explain(K, K, layout="aiter-fp4-kv", input=rows, slots=np.array([-1, -1, -1]))
+    with pytest.raises(ValueError, match="input has 2 rows"):
+        explain(K, K, layout="aiter-fp4-kv", input=rows[:2], slots=np.array([0, 1, 2]))
+    r = explain(p, p, layout="packed-row", input=x)  # the full shape: every row compared
+    assert r.has_input and "gfx950" in r.matching_profiles
+    assert "argmin" not in r.matching_profiles  # its sign-of-zero rule shows on these rows
+
+
+def test_profiles_must_be_registered_names():
+    x = normal(46, (4, 64))
+    p, _ = oracle.quantize_mx(x, "gfx950")
+    with pytest.raises(ValueError, match="'nope'") as caught:
+        explain(p, p, layout="packed-row", input=x, profiles=["nope"])
+    assert all(name in str(caught.value) for name in oracle.profiles.names())
+    with pytest.raises(ValueError, match="profiles"):
+        explain(p, p, layout="packed-row", input=x, profiles=[])
+    with pytest.raises(TypeError, match="profiles"):
+        explain(p, p, layout="packed-row", input=x, profiles="gfx950")
+    with pytest.raises(ValueError, match="needs the input"):
+        explain(p, p, layout="packed-row", profiles=["gfx950"])
+    r = explain(p, p, layout="packed-row", input=x, profiles=["argmin", "gfx950", "argmin"])
+    assert list(r.profile_mismatches) == ["argmin", "gfx950"]
 
 
 def test_bad_arguments_name_themselves():
@@ -525,6 +645,11 @@ def test_kv_heat_map(tmp_path):
     heat = fig.axes[0]
     assert heat.get_ylabel() == "slot" and heat.get_xlabel() == "dim"
     assert "aiter-fp4-kv" in fig._suptitle.get_text()
+    # the 30 shifted e8m0 bytes of the scale pair get their own panel
+    assert r.differing_scale_bytes == 30
+    scales = fig.axes[1]
+    assert scales.get_title().startswith("scales (e8m0): 30 differing bytes")
+    assert scales.get_ylabel() == "slot" and scales.get_xlabel() == "group"
 
 
 def test_plot_labels_q_layout(tmp_path):
@@ -544,16 +669,15 @@ def test_plot_labels_q_layout(tmp_path):
 
 
 def cli(argv: list[str]) -> tuple[int, str, str]:
+    """``mxgate explain ARGV`` through the command's entry point: (status, stdout, stderr)."""
+    import contextlib
     import io
 
-    from mxgate.cli import explain_cmd
+    from mxgate.cli import main
 
-    parser = argparse.ArgumentParser(prog="mxgate")
-    sub = parser.add_subparsers(dest="command")
-    explain_cmd.add_parser(sub)
-    args = parser.parse_args(["explain", *argv])
     out, err = io.StringIO(), io.StringIO()
-    code = explain_cmd.run(args, out=out, err=err)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["explain", *argv])
     return code, out.getvalue(), err.getvalue()
 
 
@@ -610,6 +734,60 @@ def test_loader_refuses_pickles_and_picks_npz_keys(tmp_path):
     with pytest.raises(ValueError, match="pick one"):
         load_array(str(z), "ACTUAL")
     assert load_array(f"{z}:b", "ACTUAL").size == 4
+
+
+def test_loader_says_what_is_wrong_with_a_file(tmp_path):
+    from mxgate.explain.io import load_array
+
+    (tmp_path / "e.npy").write_bytes(b"")
+    with pytest.raises(ValueError, match="EXPECTED: e.npy is empty"):
+        load_array(str(tmp_path / "e.npy"), "EXPECTED")
+    (tmp_path / "z.npz").write_bytes(b"plain text")
+    with pytest.raises(ValueError, match="ACTUAL: z.npz is not an .npz archive"):
+        load_array(str(tmp_path / "z.npz"), "ACTUAL")
+    np.save(tmp_path / "a.npy", np.arange(4, dtype=np.uint8))
+    (tmp_path / "a_named.npz").write_bytes((tmp_path / "a.npy").read_bytes())
+    with pytest.raises(ValueError, match="not an .npz archive"):
+        load_array(str(tmp_path / "a_named.npz"), "ACTUAL")
+    (tmp_path / "t.npy").write_bytes((tmp_path / "a.npy").read_bytes()[:30])
+    with pytest.raises(ValueError, match="t.npy is not a readable .npy file"):
+        load_array(str(tmp_path / "t.npy"), "EXPECTED")
+    (tmp_path / "d.npy").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        load_array(str(tmp_path / "d.npy"), "EXPECTED")
+    with pytest.raises(ValueError, match="no such file"):
+        load_array(str(tmp_path / "missing.npy"), "EXPECTED")
+
+
+def test_plot_path_is_checked_before_drawing(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from mxgate.explain import plot
+
+    p, _ = oracle.quantize_mx(normal(47, (8, 128)), "gfx950")
+    r = explain(p, p ^ np.uint8(0x08), layout="packed-row")
+
+    def never(report):
+        raise AssertionError("drew a figure for a path that cannot be written")
+
+    monkeypatch.setattr(plot, "build_figure", never)
+    with pytest.raises(ValueError, match="does not exist"):
+        r.plot(tmp_path / "missing" / "m.png")
+    with pytest.raises(ValueError, match="is a directory"):
+        r.plot(tmp_path)
+
+
+def test_cli_scale_difference_through_main(files, tmp_path):
+    """Equal data files, one differing scale byte given with --scales/--actual-scales: 1."""
+    scales = np.load(files["scales"])["expected"]
+    shifted = scales.copy()
+    shifted[5, 1] += 1
+    np.save(tmp_path / "s_exp.npy", scales)
+    np.save(tmp_path / "s_act.npy", shifted)
+    code, out, err = cli([str(files["exp"]), str(files["exp"]), "--layout", "packed-row",
+                          "--scales", str(tmp_path / "s_exp.npy"),
+                          "--actual-scales", str(tmp_path / "s_act.npy")])
+    assert code == 1 and err == ""
+    assert "expected == actual" not in out and "row 5, group 1" in out
 
 
 def test_cli_cache_layout_through_main(tmp_path):

@@ -192,22 +192,29 @@ def _input(frame: Frame, ref: int, x: object,
     width = f.extents[-1] if f.kind == FP4 else f.width * GROUP
     full = f.row_extents + (width,)
     rows = f.nrows
-    if x32.shape == full and (slots is None or frame.layout.slot_rule == "row_mask"):
+    by_slot = slots is not None and frame.layout.slot_rule != "row_mask"
+    if not by_slot:
+        # the buffers' logical shape exactly: a part of it would leave rows unchecked and
+        # let every profile "match" the rows nobody compared
+        if x32.shape != full:
+            raise ValueError(f"input must have the buffers' logical shape {full} "
+                             f"({', '.join(f.row_axes)}, dim), "
+                             f"got {x32.shape}")
+        if rows == 0:
+            raise ValueError(f"input: the buffers hold no row ({full}): nothing to re-derive")
         return x32.reshape(rows, width), np.arange(rows, dtype=np.int64)
     if x32.ndim != 2 or x32.shape[1] != width or len(f.row_extents) != 1:
-        raise ValueError(f"input must have shape {full} (or [n, {width}] rows in slot order), "
-                         f"got {x32.shape}")
+        raise ValueError(f"input must have shape [n, {width}] with slots (one row per slot "
+                         f"entry), got {x32.shape}")
     n = x32.shape[0]
+    if slots.size != n:
+        raise ValueError(f"input has {n} rows but slots has {slots.size} entries")
+    keep = slots >= 0
+    if not keep.any():
+        raise ValueError("input: covers no row of the buffers (slots has no entry >= 0): "
+                         "nothing to re-derive")
     row_to_input = np.full(rows, -1, np.int64)
-    if slots is not None:
-        if slots.size != n:
-            raise ValueError(f"input has {n} rows but slots has {slots.size} entries")
-        keep = slots >= 0
-        row_to_input[slots[keep]] = np.flatnonzero(keep)
-    else:
-        if n > rows:
-            raise ValueError(f"input has {n} rows; the buffer holds {rows}")
-        row_to_input[:n] = np.arange(n)
+    row_to_input[slots[keep]] = np.flatnonzero(keep)
     return x32, row_to_input
 
 

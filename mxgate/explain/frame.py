@@ -137,13 +137,18 @@ class Frame:
         return self._locate_direct(off)
 
     def _locate_plain(self, off: np.ndarray) -> Located:
+        # one row-major field: packed E2M1 rows, or the logical e8m0 array of a scales argument
         f = self.main
-        per_row = f.extents[1] // 2
+        per_row = f.extents[-1] // 2 if f.kind == FP4 else f.width
         row = off // per_row
-        dim = (off - row * per_row) * 2
+        col = off - row * per_row
+        if f.kind == FP4:
+            col = col * 2
         n = off.size
-        return Located(np.zeros(n, np.int8), np.full(n, layouts.DATA, np.uint8), row, dim,
-                       [row, dim])
+        lead = list(np.unravel_index(row, f.row_extents)) if len(f.row_extents) > 1 else [row]
+        lead = [c + s if s else c for c, s in zip(lead, f.starts)]
+        return Located(np.zeros(n, np.int8), np.full(n, f.role, np.uint8), row, col,
+                       lead + [col])
 
     def _raw_locate(self, off: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
@@ -256,7 +261,9 @@ class Frame:
         rows, cols = np.broadcast_arrays(np.asarray(rows, np.int64), np.asarray(cols, np.int64))
         f = self.fields[index]
         if self.layout is None:
-            return rows * (f.extents[1] // 2) + cols // 2
+            if f.kind == FP4:
+                return rows * (f.extents[-1] // 2) + cols // 2
+            return rows * f.width + cols
         coords = self.row_coords(index, rows)
         if f.is_word:
             return self.layout.offset_of(*coords, field=f.name, **self.dims).offset + cols
@@ -318,6 +325,15 @@ def _field_info(layout: layouts.Layout, f: layouts.Field, dims: dict[str, int]) 
         extents[-1] *= 2
         starts[-1] *= 2
     return FieldInfo(f.name, _kind(f), f.role, tuple(f.axes), tuple(extents), tuple(starts))
+
+
+def plain_frame(name: str, expected: np.ndarray, actual: np.ndarray, field: FieldInfo) -> Frame:
+    """A Frame over one row-major array of ``field`` (no layout): the plain packed rows, or
+    both sides' e8m0 bytes of a scales argument in their logical shape."""
+    shape = field.row_extents + (field.width // 2 if field.kind == FP4 else field.width,)
+    dims = dict(zip(field.axes, field.extents))
+    return Frame(name, None, dims, shape, np.ascontiguousarray(expected).reshape(-1),
+                 np.ascontiguousarray(actual).reshape(-1), (field,))
 
 
 def build_frame(expected: np.ndarray, actual: np.ndarray, layout: object,

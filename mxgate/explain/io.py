@@ -3,10 +3,15 @@ files (with an explicit shape and dtype). Never unpickles: object arrays are ref
 
 from __future__ import annotations
 
+import math
+import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK"
 _DTYPES = ("uint8", "int8", "int32", "int64", "float16", "float32", "bfloat16")
 
 
@@ -42,36 +47,102 @@ def _split_key(spec: str) -> tuple[Path, str | None]:
     return Path(spec), None
 
 
+def check_file(path: Path, what: str) -> None:
+    """ValueError naming ``what`` unless ``path`` is an existing regular file."""
+    if path.is_dir():
+        raise ValueError(f"{what}: {str(path)!r} is a directory, not a file")
+    if not path.exists():
+        raise ValueError(f"{what}: no such file {str(path)!r}")
+    if not path.is_file():
+        raise ValueError(f"{what}: {str(path)!r} is not a regular file")
+
+
+def check_writable(spec: str | Path, what: str) -> Path:
+    """The path an output file will be written to; ValueError naming ``what`` when it cannot
+    be (a missing or unwritable folder, a directory in its place). Checked before any work so
+    a long run never ends in a failed write."""
+    path = Path(spec)
+    if str(spec) == "" or path.name in ("", ".", ".."):
+        raise ValueError(f"{what}: {str(spec)!r} names no file")
+    folder = path.parent
+    if path.is_dir():
+        raise ValueError(f"{what}: {str(path)!r} is a directory")
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"{what}: folder {str(folder)!r} {why}")
+    if (path.exists() and not os.access(path, os.W_OK)) or not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{what}: cannot write {str(path)!r} (permission denied)")
+    return path
+
+
+def _sniff(path: Path, what: str, suffix: str) -> None:
+    """Refuse a file whose content is not what its suffix says (np.load would otherwise try
+    other formats and fail with a misleading message, or not at all)."""
+    with path.open("rb") as fh:
+        head = fh.read(len(_NPY_MAGIC))
+    if not head:
+        raise ValueError(f"{what}: {path.name} is empty (0 bytes), not a {suffix} file")
+    if suffix == ".npy" and head != _NPY_MAGIC:
+        raise ValueError(f"{what}: {path.name} is not a .npy file (no NumPy header)")
+    if suffix == ".npz" and not head.startswith(_ZIP_MAGIC):
+        raise ValueError(f"{what}: {path.name} is not an .npz archive (not a zip file)")
+
+
+def _open(path: Path, what: str, suffix: str, key: str | None) -> np.ndarray:
+    if suffix == ".npy":
+        return np.load(path, allow_pickle=False)
+    with np.load(path, allow_pickle=False) as archive:
+        names = list(archive.files)
+        if key is None:
+            if len(names) != 1:
+                raise ValueError(f"{what}: {path.name} holds {len(names)} arrays "
+                                 f"({', '.join(names)}); pick one as {path.name}:KEY")
+            key = names[0]
+        if key not in names:
+            raise ValueError(f"{what}: {path.name} has no array {key!r} "
+                             f"(it holds {', '.join(names)})")
+        return archive[key]
+
+
+def load_archive(path: Path, what: str) -> dict[str, np.ndarray]:
+    """Every array of an .npz archive, by name (same checks and messages as load_array)."""
+    check_file(path, what)
+    _sniff(path, what, ".npz")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise _unreadable(path, what, ".npz", exc) from None
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot read {path.name}: {exc}") from None
+
+
+def _unreadable(path: Path, what: str, suffix: str, exc: Exception) -> ValueError:
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if msg.startswith(what):  # one of ours, already naming the argument
+        return ValueError(msg)
+    if "pickle" in msg.lower():
+        return ValueError(f"{what}: {path.name} holds an object array; refusing to unpickle")
+    return ValueError(f"{what}: {path.name} is not a readable {suffix} file ({msg})")
+
+
 def load_array(spec: str, what: str, shape: tuple[int, ...] | None = None,
                dtype: np.dtype | None = None) -> np.ndarray:
     """Read one array. ``what`` names the argument in every error message."""
     path, key = _split_key(spec)
-    if not path.is_file():
-        raise ValueError(f"{what}: no such file {str(path)!r}")
+    check_file(path, what)
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            arr = np.load(path, allow_pickle=False)
-        elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                names = list(archive.files)
-                if key is None:
-                    if len(names) != 1:
-                        raise ValueError(f"{what}: {path.name} holds {len(names)} arrays "
-                                         f"({', '.join(names)}); pick one as {path.name}:KEY")
-                    key = names[0]
-                if key not in names:
-                    raise ValueError(f"{what}: {path.name} has no array {key!r} "
-                                     f"(it holds {', '.join(names)})")
-                arr = archive[key]
-        else:
+    if suffix not in (".npy", ".npz"):
+        try:
             return _load_raw(path, what, shape, dtype)
-    except ValueError as exc:
-        msg = str(exc)
-        if "pickle" in msg.lower():
-            raise ValueError(f"{what}: {path.name} holds an object array; "
-                             "refusing to unpickle") from None
-        raise ValueError(msg if msg.startswith(what) else f"{what}: {msg}") from None
+        except OSError as exc:
+            raise ValueError(f"{what}: cannot read {path.name}: {exc}") from None
+    try:
+        _sniff(path, what, suffix)
+        arr = _open(path, what, suffix, key)
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+        # EOFError: an empty or cut file; BadZipFile: a damaged archive member
+        raise _unreadable(path, what, suffix, exc) from None
     except OSError as exc:
         raise ValueError(f"{what}: cannot read {path.name}: {exc}") from None
     if shape is not None and arr.shape != shape:
@@ -85,7 +156,7 @@ def _load_raw(path: Path, what: str, shape: tuple[int, ...] | None,
         raise ValueError(f"{what}: {path.name} is a raw file; give its shape (--shape and "
                          "friends) and dtype")
     dt = np.dtype(np.uint8) if dtype is None else dtype
-    want = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    want = math.prod(shape) * dt.itemsize  # Python ints: a huge shape cannot wrap
     size = path.stat().st_size
     if size != want:
         raise ValueError(f"{what}: {path.name} has {size} bytes; shape {shape} of {dt.name} "

@@ -27,14 +27,19 @@ COLOURS = [(0.122, 0.467, 0.706, 1.0), (1.0, 0.498, 0.055, 1.0), (0.173, 0.627, 
            (0.0, 0.0, 0.0, 1.0)]
 
 
-def _matplotlib():
+def _matplotlib(what: str = "Report.plot"):
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
-    except ImportError as exc:  # pragma: no cover - exercised only without matplotlib
-        raise ImportError("Report.plot needs matplotlib: install the plot extra "
-                          "(pip install 'mxgate[plot]')") from exc
+    except ImportError as exc:
+        raise ImportError(f"{what} needs the matplotlib package, which is not installed "
+                          "(pip install 'mxgate[plot]')", name="matplotlib") from exc
     return Figure, FigureCanvasAgg
+
+
+def require_matplotlib(what: str) -> None:
+    """ImportError naming ``what`` and the package when matplotlib cannot be imported."""
+    _matplotlib(what)
 
 
 def _grid(f: FieldInfo, rows: np.ndarray, cols: np.ndarray, cls: np.ndarray
@@ -99,6 +104,10 @@ def build_figure(report: Report) -> Figure:
             sel = np.flatnonzero(mask)
             if sel.size or i == 0:
                 panels.append((f, t.row[sel], t.col[sel], t.cls[sel]))
+    part = report._scale_part
+    if part is not None and len(part.table):  # the scales argument's differing e8m0 bytes
+        st = part.table
+        panels.append((part.frame.main, st.row, st.col, st.cls))
     fig = Figure(figsize=(5 + 4.5 * len(panels), 6), layout="constrained")
     axes = fig.subplots(1, len(panels) + 1,
                         gridspec_kw={"width_ratios": [3] * len(panels) + [2]})
@@ -138,8 +147,10 @@ def build_figure(report: Report) -> Figure:
 
 def plot_report(report: Report, path: str | Path) -> Path:
     """Write the heat map to ``path`` (PNG) and return the path."""
+    from mxgate.explain.io import check_writable
+
     _, FigureCanvasAgg = _matplotlib()
+    out = check_writable(path, "path")  # before drawing: a missing folder fails at once
     fig = build_figure(report)
-    out = Path(path)
     FigureCanvasAgg(fig).print_png(str(out))
     return out

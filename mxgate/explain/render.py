@@ -41,7 +41,8 @@ def rows_table(report: Report, limit: int) -> list[str]:
     for row in report.rows[:limit]:
         where = ", ".join(f"{k} {v}" for k, v in row["coords"].items()) or row["region"]
         nib = f".{row['nibble'][0]}" if row["nibble"] else "  "
-        lines.append(f"  byte {row['offset']:>10}{nib} {row['field'] or '-':<7} {where:<28} "
+        unit = "byte" if row["source"] == "buffer" else "e8m0"  # e8m0: of the scales argument
+        lines.append(f"  {unit} {row['offset']:>10}{nib} {row['field'] or '-':<7} {where:<28} "
                      f"exp {_side(row['expected']):<10} act {_side(row['actual']):<10} "
                      f"{row['class']}: {row['detail']}")
     if len(report.rows) > limit:
@@ -109,8 +110,12 @@ def summary(report: Report, max_rows: int = 20, grid: bool = True) -> str:
     if r.compared_nibbles:
         lines.append(f"  4-bit codes: {r.compared_nibbles:,} nibbles, {r.differing_nibbles:,} "
                      f"differ ({_pct(r.differing_nibbles, r.compared_nibbles)})")
-    lines.append(f"  scales: {r.scale_source}; input: {'given' if r.has_input else 'not given'}")
-    if r.differing_bytes == 0:
+    scales = r.scale_source
+    if r.scale_bytes is not None:
+        scales += (f" for both sides, {r.scale_bytes:,} e8m0 bytes; {r.differing_scale_bytes:,} "
+                   f"differ ({_pct(r.differing_scale_bytes, r.scale_bytes)})")
+    lines.append(f"  scales: {scales}; input: {'given' if r.has_input else 'not given'}")
+    if r.equal:
         lines.append("  expected == actual")
     else:
         lines.append("counts (one unit per differing nibble of 4-bit codes, else per byte):")
@@ -133,7 +138,7 @@ def summary(report: Report, max_rows: int = 20, grid: bool = True) -> str:
             lines.append(f"  {name:<20}{cells[0]:>22}{cells[1]:>24}")
         lines.append(f"  actual matches: {', '.join(r.matching_profiles) or 'none'}")
         lines.append(f"  expected matches: {', '.join(r.expected_matching_profiles) or 'none'}")
-    if r.differing_bytes:
+    if len(r.rows):
         lines.append(f"first {min(max_rows, len(r.rows))} rows:")
         lines.extend(rows_table(r, max_rows))
         if grid:

@@ -13,6 +13,7 @@ from mxgate.explain.table import Table
 from mxgate.explain.context import Context
 from mxgate.explain.frame import FP4, KINDS, Frame
 from mxgate.explain.rows import Rows
+from mxgate.explain.scale_args import ScalePart
 
 _INPUT_CLASSES = ("nan_inf", "scale_off_by_one", "sign_of_zero", "saturation", "tie_direction")
 
@@ -22,11 +23,21 @@ class Report:
     per differing unit; ``matching_profiles`` is None without input."""
 
     def __init__(self, frame: Frame, ctx: Context, table: Table,
-                 matches: dict[str, object] | None) -> None:
+                 matches: dict[str, object] | None, scale_part: ScalePart | None = None) -> None:
         self._frame, self._ctx, self._table = frame, ctx, table
+        self._scale_part = scale_part
         hist = np.bincount(table.cls, minlength=len(COUNT_KEYS))
+        if scale_part is not None:  # differing bytes of the scales argument are units too
+            hist = hist + np.bincount(scale_part.table.cls, minlength=len(COUNT_KEYS))
         self.counts: dict[str, int] = {name: int(hist[CODE[name]]) for name in COUNT_KEYS}
-        self.rows = Rows(table, frame, ctx)
+        parts = [(table, frame, ctx)]
+        if scale_part is not None:
+            parts.append((scale_part.table, scale_part.frame, scale_part.ctx))
+        self.rows = Rows(parts)
+        # e8m0 bytes of the scales argument: compared (both sides given) and differing
+        self.scale_bytes: int | None = None if scale_part is None else scale_part.frame.nbytes
+        self.differing_scale_bytes = (0 if scale_part is None
+                                      else int(scale_part.table.extra["differing_bytes"]))
         self.layout = frame.name
         self.dims = dict(frame.dims)
         self.shape = tuple(frame.shape)
@@ -56,7 +67,8 @@ class Report:
 
     @property
     def equal(self) -> bool:
-        return self.differing_bytes == 0
+        """No byte differs: neither in the buffers nor in the scales given for both sides."""
+        return self.differing_bytes == 0 and self.differing_scale_bytes == 0
 
     @property
     def total(self) -> int:
@@ -85,6 +97,8 @@ class Report:
             "layout": self.layout, "dims": self.dims, "shape": list(self.shape),
             "profile": self.profile, "bytes": self.nbytes,
             "differing_bytes": self.differing_bytes,
+            "scale_bytes": self.scale_bytes, "differing_scale_bytes": self.differing_scale_bytes,
+            "equal": self.equal,
             "nibbles": self.compared_nibbles, "differing_nibbles": self.differing_nibbles,
             "scale_source": self.scale_source, "input": self.has_input,
             "counts": dict(self.counts), "unverified": self.unverified,

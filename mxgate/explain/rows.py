@@ -47,18 +47,26 @@ def decode_side(kind: str, code: int, scale: int | None,
     return out
 
 
-class Rows(Sequence):
-    """Sequence of row dicts, one per differing unit, in buffer order (offset, low nibble first)."""
+class _Part:
+    """The units of one compared array (the buffer, or the scales argument)."""
 
-    def __init__(self, table: Table, frame: Frame, ctx: Context) -> None:
-        self._t = table
-        self._frame = frame
-        self._ctx = ctx
+    def __init__(self, table: Table, frame: Frame, ctx: Context, source: str) -> None:
+        self.t, self.frame, self.ctx, self.source = table, frame, ctx, source
+        self.kinds = [f.kind for f in frame.fields]
+
+
+class Rows(Sequence):
+    """Sequence of row dicts, one per differing unit: the buffer's in buffer order (offset, low
+    nibble first), then those of the scales argument (``source`` "scales") in its order."""
+
+    def __init__(self, parts: list[tuple[Table, Frame, Context]]) -> None:
+        self._parts = [_Part(t, fr, ctx, "buffer" if i == 0 else "scales")
+                       for i, (t, fr, ctx) in enumerate(parts)]
+        self._starts = np.cumsum([0] + [len(p.t) for p in self._parts])
         self._names = oracle.profiles.names()
-        self._kinds = [f.kind for f in frame.fields]
 
     def __len__(self) -> int:
-        return len(self._t)
+        return int(self._starts[-1])
 
     @overload
     def __getitem__(self, i: int) -> dict[str, object]: ...
@@ -74,24 +82,44 @@ class Rows(Sequence):
             raise IndexError(f"row index {i} out of range for {n} rows")
         return self._row(i % n)
 
+    def _locate(self, i: int) -> tuple[_Part, int]:
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return self._parts[k], i - int(self._starts[k])
+
     @property
     def columns(self) -> dict[str, np.ndarray]:
         """The raw columns: offset, nibble, field, row, col, expected, actual, class (index
-        into COUNT_KEYS), verified, expected_scale, actual_scale, input, x_over_scale."""
-        t = self._t
-        return {"offset": t.offset, "nibble": t.nibble, "field": t.field, "row": t.row,
-                "col": t.col, "expected": t.exp, "actual": t.act, "class": t.cls,
-                "verified": t.verified, "expected_scale": t.se, "actual_scale": t.sa,
-                "input": t.x, "x_over_scale": t.xs}
+        into COUNT_KEYS), verified, expected_scale, actual_scale, input, x_over_scale, and
+        in_scales (the unit is a byte of the scales argument: offset, field, row and col are
+        then in that array's terms)."""
+        def cat(get) -> np.ndarray:
+            return np.concatenate([np.asarray(get(p.t)) for p in self._parts])
+
+        out = {"offset": cat(lambda t: t.offset), "nibble": cat(lambda t: t.nibble),
+               "field": cat(lambda t: t.field), "row": cat(lambda t: t.row),
+               "col": cat(lambda t: t.col), "expected": cat(lambda t: t.exp),
+               "actual": cat(lambda t: t.act), "class": cat(lambda t: t.cls),
+               "verified": cat(lambda t: t.verified), "expected_scale": cat(lambda t: t.se),
+               "actual_scale": cat(lambda t: t.sa), "input": cat(lambda t: t.x),
+               "x_over_scale": cat(lambda t: t.xs)}
+        out["in_scales"] = np.concatenate([np.full(len(p.t), k > 0) for k, p in enumerate(self._parts)])
+        return out
 
     def of_class(self, name: str) -> np.ndarray:
         """Indices of the rows of class ``name``."""
         if name not in COUNT_KEYS:
             raise ValueError(f"class must be one of {', '.join(COUNT_KEYS)}; got {name!r}")
-        return np.flatnonzero(self._t.cls == COUNT_KEYS.index(name))
+        code = COUNT_KEYS.index(name)
+        return np.concatenate([np.flatnonzero(p.t.cls == code) + int(start)
+                               for p, start in zip(self._parts, self._starts)])
 
     def coords(self, i: int) -> dict[str, int]:
-        t, fr = self._t, self._frame
+        part, j = self._locate(i)
+        return self._coords(part, j)
+
+    @staticmethod
+    def _coords(part: _Part, i: int) -> dict[str, int]:
+        t, fr = part.t, part.frame
         fid = int(t.field[i])
         if fid < 0:
             return {}
@@ -106,20 +134,22 @@ class Rows(Sequence):
             out["group"] = int(t.col[i])
         return out
 
-    def _row(self, i: int) -> dict[str, object]:
-        t, fr, prof = self._t, self._frame, self._ctx.profile
+    def _row(self, k: int) -> dict[str, object]:
+        part, i = self._locate(k)
+        t, fr, prof = part.t, part.frame, part.ctx.profile
         fid = int(t.field[i])
-        kind = self._kinds[fid] if fid >= 0 else ""
+        kind = part.kinds[fid] if fid >= 0 else ""
         se = int(t.se[i]) if t.se[i] >= 0 else None
         sa = int(t.sa[i]) if t.sa[i] >= 0 else None
         nib = int(t.nibble[i])
         row: dict[str, object] = {
+            "source": part.source,
             "offset": int(t.offset[i]),
             "index": [int(v) for v in np.unravel_index(int(t.offset[i]), fr.shape)],
             "nibble": None if nib < 0 else ("low" if nib == 0 else "high"),
             "field": fr.fields[fid].name if fid >= 0 else None,
             "region": layouts.REGION_NAMES.get(int(t.region[i]), "unwritten"),
-            "coords": self.coords(i),
+            "coords": self._coords(part, i),
             "expected": decode_side(kind, int(t.exp[i]), se, prof),
             "actual": decode_side(kind, int(t.act[i]), sa, prof),
             "class": COUNT_KEYS[int(t.cls[i])],
