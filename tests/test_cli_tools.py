@@ -61,3 +61,33 @@ def test_bench_prints_ratios(capsys: pytest.CaptureFixture[str]) -> None:
     rows = json.loads(capsys.readouterr().out)
     assert {r["case"] for r in rows} >= {"mx.quantize (codes + scales)", "e4m3fn.encode"}
     assert all(r["ratio"] > 0 and r["peer_ms"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("chunks", [range(0), range(5, 5), range(-1, 1), range(255, 257)])
+def test_sweep_refuses_empty_or_outside_chunks(chunks: range) -> None:
+    # an empty sweep would report "0 inputs, 0 mismatches" and pass
+    with pytest.raises(ValueError, match="chunks"):
+        sweep_e2m1("gfx950", "exact-table", workers=1, chunks=chunks, progress=False)
+
+
+@pytest.mark.parametrize("workers, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                           (True, TypeError)])
+def test_sweep_refuses_bad_worker_counts(workers: object, error: type) -> None:
+    with pytest.raises(error, match="workers"):
+        sweep_e2m1("gfx950", "exact-table", workers=workers, chunks=range(1), progress=False)
+
+
+def test_sweep_cli_chunks_are_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "e2m1", "--chunks", "-1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mxgate sweep: error: --chunks") and err.count("\n") == 1
+
+
+def test_require_names_the_missing_package() -> None:
+    from mxgate.tools.optional import require
+
+    assert require("json", "this test").dumps([1]) == "[1]"
+    with pytest.raises(ImportError, match="this test needs the no_such_package_mx package") as caught:
+        require("no_such_package_mx", "this test")
+    assert caught.value.name == "no_such_package_mx"
+    assert "pip install no_such_package_mx" in str(caught.value)

@@ -1,5 +1,15 @@
 """``mxgate explain EXPECTED ACTUAL --layout NAME``: name the root cause of every differing
-nibble. Exit status: 0 the buffers are equal, 1 they differ (explained or not), 2 bad input."""
+nibble of the buffers, and of every differing e8m0 byte of the scales given for both sides.
+
+exit status:
+  0    equal: the buffers, and the scales where both sides' are given
+  1    they differ, whether or not every unit is explained (the counts are printed)
+  2    bad input, said in one line on stderr before any work: a missing, empty or unreadable
+       file, a directory given as a file, an unknown layout or profile, an input or scales
+       that do not fit the buffers, a --plot path that cannot be written, a missing package
+  3    an internal error of mxgate (a bug; --debug shows the traceback); never 1
+  141  standard output was closed before the whole report was written
+"""
 
 from __future__ import annotations
 
@@ -7,14 +17,13 @@ import argparse
 import sys
 from typing import TextIO
 
-import numpy as np
-
 HELP = "explain the mismatches between an expected and an actual buffer"
-EXIT_EQUAL, EXIT_DIFFER, EXIT_BAD_INPUT = 0, 1, 2
+_DESCRIPTION, _STATUSES = __doc__.split("\n\n", 1)  # the epilog lists the exit statuses
+EXIT_EQUAL, EXIT_DIFFER = 0, 1  # bad input is 2, raised to mxgate.cli.main
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("explain", help=HELP, description=__doc__,
+    p = subparsers.add_parser("explain", help=HELP, description=_DESCRIPTION, epilog=_STATUSES,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     configure(p)
     p.set_defaults(run=run, func=run)
@@ -88,7 +97,7 @@ def _load(args: argparse.Namespace) -> dict[str, object]:
         kw["scales"] = (exp, load_array(args.actual_scales, "--actual-scales", sshape))
     if args.slots:
         kw["slots"] = load_array(args.slots, "--slots")
-    if args.profiles:
+    if args.profiles is not None:
         kw["profiles"] = [p.strip() for p in args.profiles.split(",") if p.strip()]
     return kw
 
@@ -96,53 +105,56 @@ def _load(args: argparse.Namespace) -> dict[str, object]:
 def _scales(spec: str, shape, load_array) -> object:
     from pathlib import Path
 
-    if spec.lower().endswith(".npz") and Path(spec).is_file():
-        with np.load(spec, allow_pickle=False) as archive:
-            if {"expected", "actual"} <= set(archive.files):
-                return (archive["expected"], archive["actual"])
+    from mxgate.explain.io import load_archive
+
+    if spec.lower().endswith(".npz"):
+        arrays = load_archive(Path(spec), "--scales")
+        if {"expected", "actual"} <= set(arrays):
+            return (arrays["expected"], arrays["actual"])
     return load_array(spec, "--scales", shape)
 
 
-def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = sys.stdout if out is None else out
-    err = sys.stderr if err is None else err
-    from mxgate.explain import explain
-    from mxgate.oracle import profiles
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Everything that would fail after the work, checked before it."""
+    if args.rows < 0:
+        raise ValueError(f"--rows must be >= 0, got {args.rows}")
+    if args.max_rows < -1:
+        raise ValueError(f"--max-rows must be >= 0, or -1 for all, got {args.max_rows}")
+    if args.plot is not None:
+        from mxgate.explain.io import check_writable
+        from mxgate.explain.plot import require_matplotlib
 
-    try:
-        kw = _load(args)
-        if "profiles" in kw:
-            for name in kw["profiles"]:  # type: ignore[union-attr]
-                try:
-                    profiles.get(name)
-                except ValueError as exc:
-                    raise ValueError(f"--profiles: {exc}") from None
-        report = explain(**kw)  # type: ignore[arg-type]
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"mxgate explain: error: {exc}", file=err)
-        return EXIT_BAD_INPUT
+        check_writable(args.plot, "--plot")
+        require_matplotlib("--plot")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Errors are raised (ValueError, TypeError, ImportError): ``mxgate.cli.main`` prints
+    them as one line with status 2."""
+    out = sys.stdout if out is None else out
+    from mxgate.explain import explain
+
+    _check_outputs(args)
+    report = explain(**_load(args))  # type: ignore[arg-type]
     if args.json:
         rows = None if args.max_rows < 0 else args.max_rows
         print(report.to_json(max_rows=rows, indent=1), file=out)
     else:
         print(report.summary(max_rows=args.rows, grid=not args.no_grid), file=out)
     if args.plot:
-        try:
-            path = report.plot(args.plot)
-        except ImportError as exc:
-            print(f"mxgate explain: error: --plot: {exc}", file=err)
-            return EXIT_BAD_INPUT
+        path = report.plot(args.plot)
         if not args.json:
             print(f"heat map written to {path}", file=out)
+    out.flush()  # a closed pipe shows here, inside the command, not at interpreter exit
     return EXIT_EQUAL if report.equal else EXIT_DIFFER
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m mxgate.cli.explain_cmd``)."""
-    parser = argparse.ArgumentParser(prog="mxgate explain", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    configure(parser)
-    return run(parser.parse_args(argv))
+    """Stand-alone entry point (``python -m mxgate.cli.explain_cmd``): the same command, the
+    same exit statuses and one-line errors as ``mxgate explain``."""
+    from mxgate.cli import main as cli_main
+
+    return cli_main(["explain", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from mxgate.oracle import profiles
 
+EPILOG = """exit status:
+  0    the profiles were listed
+  2    an unknown profile name (the valid names are listed), said in one line
+  3    an internal error of mxgate (a bug; --debug shows the traceback)
+  141  standard output was closed early (mxgate profiles | head -1): the rest is dropped
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("profiles", help="list the semantic profiles and their fields")
+    parser = sub.add_parser("profiles", help="list the semantic profiles and their fields",
+                            description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", nargs="?", help="show one profile (default: all)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(run=run)
@@ -19,7 +28,16 @@ def run(args: argparse.Namespace) -> int:
     chosen = [profiles.get(args.name)] if args.name else [profiles.get(n) for n in profiles.names()]
     if args.json:
         print(json.dumps([p.as_dict() for p in chosen], indent=2, sort_keys=True))
-        return 0
+    else:
+        _print_text(chosen)
+    # Output to a pipe is buffered: flush here so a reader that went away (head -1) shows as
+    # BrokenPipeError inside the command, where mxgate.cli.main turns it into status 141,
+    # not as a traceback while the interpreter shuts down.
+    sys.stdout.flush()
+    return 0
+
+
+def _print_text(chosen: list[profiles.Profile]) -> None:
     hardware = profiles.hardware()
     for p in chosen:
         print(f"{p.name}: {p.shipped_by}")
@@ -32,4 +50,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"    note: {p.notes}")
         print()
     print("* = differs from the gfx950 hardware profile")
-    return 0

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from mxgate import oracle
+from mxgate.tools.optional import require
 
 
 @dataclass
@@ -66,7 +67,7 @@ def _with_threads(count: int | None, function: Callable[[], object], repeat: int
 
 def run_bench(log2_size: int = 24, repeat: int = 5, seed: int = 20261129) -> list[BenchRow]:
     """Benchmark the oracle's codecs against ml_dtypes on 2^log2_size float32 N(0, 4^2) values."""
-    import ml_dtypes
+    ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
 
     from mxgate.oracle._parallel import thread_count
 

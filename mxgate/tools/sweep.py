@@ -20,6 +20,7 @@ import numpy as np
 
 from mxgate.oracle import profiles
 from mxgate.oracle.formats import e2m1
+from mxgate.tools.optional import require
 from mxgate.tools.progress import Progress
 
 CHUNK_BITS = 24
@@ -114,6 +115,19 @@ def _chunk(args: tuple[int, str, str, tuple[np.ndarray, np.ndarray] | None]) -> 
     return index, int(where.size), by_design, examples
 
 
+def check_chunks(chunks: range | None) -> range:
+    """The chunks to sweep (all when None); ValueError unless a non-empty range of indices in
+    [0, 2^32 / 2^CHUNK_BITS): an empty sweep would report 0 mismatches as a pass."""
+    count = TOTAL >> CHUNK_BITS
+    if chunks is None:
+        return range(count)
+    if not isinstance(chunks, range):
+        raise TypeError(f"chunks must be a range of chunk indices, got {type(chunks).__name__}")
+    if len(chunks) == 0 or min(chunks) < 0 or max(chunks) >= count:
+        raise ValueError(f"chunks must be a non-empty range inside [0, {count}), got {chunks!r}")
+    return chunks
+
+
 def sweep_e2m1(
     profile: str = "gfx950",
     against: str = "exact-table",
@@ -127,7 +141,14 @@ def sweep_e2m1(
     p = profiles.get(profile)
     if against not in AGAINST:
         raise ValueError(f"against must be one of {', '.join(AGAINST)}; got {against!r}")
-    chunks = chunks if chunks is not None else range(TOTAL >> CHUNK_BITS)
+    if against == "ml_dtypes":  # here, not in the worker processes after the work started
+        require("ml_dtypes", "sweep against ml_dtypes")
+    chunks = check_chunks(chunks)
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int):
+            raise TypeError(f"workers must be an int (or None for every core), got {type(workers).__name__}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1 (or None for every core), got {workers}")
     workers = workers or len(os.sched_getaffinity(0))
     table = breakpoints(p.name) if against == "exact-table" else None
     result = SweepResult(p.name, against)
