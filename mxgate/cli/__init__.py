@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mxgate {args.command}: unavailable: {args._broken}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return int(args.run(args) or 0)
+        status = int(args.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return status
     except BrokenPipeError:
         return _closed_pipe()
     except KeyboardInterrupt:

@@ -40,3 +40,19 @@ OPS["pa_mqa_logits_fp8.decode"] = (
     "out: float32[B*next_n, max_seq_len] | None = None) -> float32[B*next_n, max_seq_len], written iff "
     "t + next_n - 1 - n < context_lens[b]; see mxgate.oracle.ops.logits_fp8"
 )
+
+# Positional inputs of each op, in call order, for checking a user's function at registration
+# (mxgate.kernels.functions). Ops called with AITER-style keyword arguments are not listed:
+# their functions must accept the keywords of the signature above.
+POSITIONAL: dict[str, tuple[str, ...]] = {
+    "e2m1.encode": ("x",), "e2m1.decode": ("codes",), "mx.quantize": ("x",),
+    "e4m3fn.encode": ("x",), "e4m3fnuz.encode": ("x",), "e4m3fn.decode": ("codes",), "e4m3fnuz.decode": ("codes",),
+    "bf16.round": ("x",), "e8m0.decode": ("codes",), "e8m0.scale": ("amax",), "ue8m0.round": ("scale",),
+    "fp4_indexer.quantize": ("x_bf16",), "fp4_indexer.quantize_rows": ("x_bf16",),
+    "sglang-page68.store": ("k_bf16", "slots", "cache"), "sglang-page68.gather": ("cache", "slots"),
+    "aiter-fp4-kv.store": ("k_bf16", "slots", "kv_cache", "kv_scale"),
+    "sglang-page8.store": ("k_bf16", "slots", "kv_cache", "kv_scale"),
+}
+OPS.setdefault("e2m1.decode", "(codes: uint8[...]) -> float32[...], the 16 E2M1 values (no scaling)")
+OPS.setdefault("e8m0.scale", "(amax: float32[...]) -> uint8[...] e8m0 scale bytes under the profile's policy")
+OPS.setdefault("ue8m0.round", "(scale: float32[...]) -> float32[...] the scale rounded to a power of two (ue8m0)")

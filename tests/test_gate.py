@@ -1,0 +1,170 @@
+"""The gate as its users run it: the installed ``mxgate`` command and ``pytest --pyargs
+mxgate.conformance``, started from a scratch directory outside the checkout, judged by their
+exit status and the report files they leave there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mxgate.conformance import outcome
+
+USER_BACKENDS = Path(__file__).parent / "user_backends"
+FAULTY = ("faulty_backends:Raising", "faulty_backends:Segfault", "faulty_backends:Hanging")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(USER_BACKENDS)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.pop("MXGATE_TIMEOUT", None)
+    return env
+
+
+def mxgate(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mxgate", *args], cwd=cwd, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _junit_failures(path: Path) -> int:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+
+
+def _cells(path: Path) -> dict[tuple[str, str], dict]:
+    report = json.loads(path.read_text())
+    return {(c["backend"], c["op"]): c for c in report["cells"]}
+
+
+def test_failing_kernel_exits_1_and_writes_both_reports_where_started(tmp_path: Path) -> None:
+    done = mxgate(["check", "--backend", "triton-mxfp", "--tier", "quick", "--json", "m.json", "--junitxml", "j.xml"],
+                  tmp_path)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "m.json").is_file() and (tmp_path / "j.xml").is_file()
+    assert _junit_failures(tmp_path / "j.xml") > 0
+    cell = _cells(tmp_path / "m.json")[("triton-mxfp", "e2m1.encode")]
+    assert cell["verdict"] == "fail" and cell["known_findings"] and not cell["expected_failure"]
+    assert json.loads((tmp_path / "m.json").read_text())["exit_status"] == 1
+    last = [line for line in done.stdout.splitlines() if line.startswith("mxgate: ")][-2]
+    assert "fail 1" in last and "exit status 1" in last
+
+
+def test_pytest_route_exits_1_on_the_same_failure(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", "--backend", "triton-mxfp",
+                           "--tier", "quick", "--junitxml", "j.xml", "-p", "no:cacheprovider", "-q"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:]
+    assert _junit_failures(tmp_path / "j.xml") > 0
+
+
+def test_known_findings_are_expected_failures_only_when_asked(tmp_path: Path) -> None:
+    done = mxgate(["check", "--backend", "triton-mxfp", "--tier", "quick", "--xfail-known", "--json", "m.json"], tmp_path)
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:]
+    cell = _cells(tmp_path / "m.json")[("triton-mxfp", "e2m1.encode")]
+    assert cell["verdict"] == "fail" and cell["expected_failure"]
+    assert "fail (known finding, expected failure)" in done.stdout
+
+
+def test_backend_that_cannot_run_here_has_its_own_status(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        pytest.skip("this machine has ROCm: aiter may run here")
+    done = mxgate(["check", "--backend", "aiter", "--tier", "quick"], tmp_path)
+    assert done.returncode == outcome.EXIT_NOTHING_RAN, done.stdout[-2000:]
+    assert "aiter: " in done.stdout and "exit status 5" in done.stdout
+    allowed = mxgate(["check", "--backend", "aiter", "--tier", "quick", "--allow-unsupported"], tmp_path)
+    assert allowed.returncode == outcome.EXIT_PASS, allowed.stdout[-2000:]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["check", "--profile", "bogus"], "--profile must be one of"),
+    (["check", "--backend", "nope"], "backend must be one of"),
+    (["check", "--backend", "no_such_module:Backend"], "cannot import module 'no_such_module'"),
+    (["check", "--backend", "faulty_backends:Missing"], "has no attribute 'Missing'"),
+    (["check", "--json", "missing-folder/m.json"], "does not exist"),
+    (["check", "--junitxml", "."], "is a directory"),
+    (["check", "--timeout", "-1"], "--timeout must be a positive number"),
+    (["check", "--tier", "huge"], "invalid choice"),
+    (["check", "--device", "tpu"], "invalid choice"),
+], ids=["profile", "backend", "module", "attr", "json-folder", "junit-dir", "timeout", "tier", "device"])
+def test_usage_errors_are_one_line_before_anything_runs(tmp_path: Path, args: list[str], says: str) -> None:
+    done = mxgate(args, tmp_path, timeout=60)
+    assert done.returncode == outcome.EXIT_USAGE
+    assert says in done.stderr and "Traceback" not in done.stderr
+    assert "mxgate check: tier" not in done.stdout  # refused before the run started
+    assert not list(tmp_path.iterdir())
+
+
+def test_pytest_route_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", "--backend", "nope",
+                           "-p", "no:cacheprovider"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == outcome.EXIT_USAGE
+    assert "backend must be one of" in done.stderr + done.stdout and "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist-2"])
+def test_raising_crashing_and_hanging_ops_are_fail_cells(tmp_path: Path, workers: str | None) -> None:
+    args = ["check", "--tier", "quick", "--timeout", "5", "--json", "m.json", "--markdown", "m.md", "--junitxml", "j.xml",
+            "--backend", "ml_dtypes"]
+    for name in FAULTY:
+        args += ["--backend", name]
+    if workers:
+        args += ["-n", workers]
+    done = mxgate(args, tmp_path, timeout=900)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-2000:]
+    for report in ("m.json", "m.md", "j.xml"):
+        assert (tmp_path / report).is_file(), report
+    cells = _cells(tmp_path / "m.json")
+    causes = {
+        ("faulty_backends:Raising", "e2m1.encode"): "raised ValueError: planted ValueError from the kernel",
+        ("faulty_backends:Raising", "e4m3fn.encode"): "raised RuntimeError: planted RuntimeError from the kernel",
+        ("faulty_backends:Segfault", "e2m1.encode"): "crashed: signal 11 (SIGSEGV)",
+        ("faulty_backends:Hanging", "e2m1.encode"): "timeout after 5 s",
+    }
+    for key, cause in causes.items():
+        cell = cells[key]
+        assert cell["verdict"] == "fail", key
+        assert cause in cell["failures"][0]["reason"], (key, cell["failures"][0])
+    # the rest of the run completed: the faulty backends' other op, and every ml_dtypes cell
+    for name in FAULTY:
+        assert cells[(name, "e8m0.decode")]["verdict"] == "exact"
+    ml = [c for (b, _), c in cells.items() if b == "ml_dtypes"]
+    assert len(ml) >= 6 and all(c["verdict"] == "exact" for c in ml)
+    assert _junit_failures(tmp_path / "j.xml") >= sum(c["failures_total"] for c in cells.values() if c["verdict"] == "fail")
+
+
+def test_plugin_leaves_other_pytest_runs_alone(tmp_path: Path) -> None:
+    (tmp_path / "test_other.py").write_text(
+        "import os\n\ndef test_untouched():\n    assert 'TRITON_INTERPRET' not in os.environ\n")
+    env = _env()
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_other.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+    assert "mxgate conformance matrix" not in done.stdout
+
+
+@pytest.mark.parametrize("pytest_status, rows, named, allow, expected", [
+    (0, [{"backend": "a", "verdict": "exact"}], ["a"], False, 0),
+    (0, [{"backend": "a", "verdict": "exact"}, {"backend": "a", "verdict": "fail"}], [], False, 1),
+    (0, [{"backend": "a", "verdict": "fail", "expected_failure": True}], [], False, 0),
+    (1, [{"backend": "a", "verdict": "exact"}], [], False, 1),  # another test of the session failed
+    (0, [{"backend": "a", "verdict": "exact"}], ["a", "b"], False, 5),
+    (0, [{"backend": "a", "verdict": "exact"}], ["a", "b"], True, 0),
+    (0, [{"backend": "b", "verdict": "unsupported"}], ["b"], False, 5),
+    (5, [], [], False, 5),
+    (1, [{"backend": "a", "verdict": "fail"}], ["a", "b"], True, 1),
+    (4, [], [], False, 2),
+    (2, [{"backend": "a", "verdict": "exact"}], [], False, 130),
+    (3, [], [], False, 3),
+])
+def test_exit_status_contract(pytest_status: int, rows: list[dict], named: list[str], allow: bool, expected: int) -> None:
+    assert outcome.exit_status(pytest_status, rows, named, allow_unsupported=allow) == expected
