@@ -10,12 +10,13 @@ from functools import cache
 
 import numpy as np
 
-from mxgate.oracle._validate import as_float32, as_uint8, check_choice
+from mxgate.oracle._validate import as_float32, as_uint8, choice
 from mxgate.oracle.bits import f32_bits
 from mxgate.oracle.rounding import classify, lookup
 
 _KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
 SATURATE_MODES = (False, True, "satfinite")
+VARIANTS = ("fn", "fnuz")
 
 
 def _magnitudes(variant: str) -> np.ndarray:
@@ -34,9 +35,15 @@ def _overflow_next(variant: str) -> float:
     return 480.0 if variant == "fn" else 256.0
 
 
-@cache
 def table(variant: str, saturate: bool | str) -> np.ndarray:
     """Rounding table for one variant and overflow mode (round to nearest even)."""
+    return _table(choice(variant, "variant", VARIANTS), choice(saturate, "saturate", SATURATE_MODES))
+
+
+@cache
+def _table(variant: str, saturate: bool | str) -> np.ndarray:
+    # Called with canonical values only: False and 0 hash alike, so an unchecked key would
+    # let one caller's table answer another's.
     c = classify(_KEEP_BITS, _magnitudes(variant), _overflow_next(variant), "even")
     code = c.index.astype(np.uint8)
     max_code = np.uint8(0x7E if variant == "fn" else 0x7F)
@@ -65,10 +72,9 @@ def encode_e4m3(x: np.ndarray, variant: str = "fn", saturate: bool | str = False
     hardware and ml_dtypes do; True: finite overflow and Inf clamp to +-max, NaN stays NaN;
     "satfinite": as True, but every NaN gives 0x7F (NVIDIA cvt.rn.satfinite).
     """
-    check_choice(variant, "variant", ("fn", "fnuz"))
-    check_choice(saturate, "saturate", SATURATE_MODES)
+    rounding = table(variant, saturate)
     x32 = as_float32(x, "x")
-    return lookup(f32_bits(x32), table(variant, saturate), _KEEP_BITS)
+    return lookup(f32_bits(x32), rounding, _KEEP_BITS)
 
 
 @cache
@@ -87,10 +93,8 @@ def _decode_table(variant: str) -> np.ndarray:
 
 def decode_e4m3(codes: np.ndarray, variant: str = "fn") -> np.ndarray:
     """E4M3 codes -> float32 (fn: 0x80 is -0.0, 0x7F/0xFF NaN; fnuz: 0x80 NaN)."""
-    check_choice(variant, "variant", ("fn", "fnuz"))
-    return _decode_table(variant)[as_uint8(codes, "codes")]
+    return _decode_table(choice(variant, "variant", VARIANTS))[as_uint8(codes, "codes")]
 
 
 def max_value(variant: str) -> float:
-    check_choice(variant, "variant", ("fn", "fnuz"))
-    return 448.0 if variant == "fn" else 240.0
+    return 448.0 if choice(variant, "variant", VARIANTS) == "fn" else 240.0
