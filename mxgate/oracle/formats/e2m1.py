@@ -11,7 +11,7 @@ from functools import cache
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_float32, as_uint8
+from mxgate.oracle._validate import as_float32, as_uint8, choice
 from mxgate.oracle.bits import ABS32, f32_bits, pow2_f32
 from mxgate.oracle.rounding import classify, lookup
 
@@ -32,24 +32,35 @@ def _nan_codes_torchao(bits: np.ndarray, negative: np.ndarray) -> np.ndarray:
     return code | (negative.astype(np.uint8) << 3)
 
 
+_TIES = ("even", "zero", "away", "down")
+_ZERO_SIGNS = ("keep", "if_negative", "clear")
+_NANS = ("max_signed", "pos_max", "neg_max", "zero", "inverted_zero", "torchao_bits")
+_INFS = ("saturate", "neg_max")
+_NAN_SCALES = ("exponent", "nan")
+
+
 def table(profile: str | _profiles.Profile) -> np.ndarray:
     """The rounding table of one profile: 4096 uint8 codes (see ``rounding``)."""
-    return _table(_profiles.get(profile))
+    p = _profiles.get(profile)
+    # The table depends on these four fields only: keyed on their canonical values, profiles
+    # that agree on them share one table and no other field can select a wrong one.
+    return _table(choice(p.tie, "profile.tie", _TIES), choice(p.zero_sign, "profile.zero_sign", _ZERO_SIGNS),
+                  choice(p.nan, "profile.nan", _NANS), choice(p.inf, "profile.inf", _INFS))
 
 
 @cache
-def _table(p: _profiles.Profile) -> np.ndarray:
-    c = classify(_KEEP_BITS, MAGNITUDES, 8.0, p.tie)
+def _table(tie: str, zero_sign: str, nan_rule: str, inf: str) -> np.ndarray:
+    c = classify(_KEEP_BITS, MAGNITUDES, 8.0, tie)
     magnitude = c.index.astype(np.uint8)
     magnitude[c.overflow] = _MAX_CODE
-    if p.zero_sign == "keep":
+    if zero_sign == "keep":
         sign = c.negative
-    elif p.zero_sign == "if_negative":
+    elif zero_sign == "if_negative":
         sign = c.negative & (c.bits & ABS32 != 0)
     else:
         sign = c.negative & (magnitude != 0)
     code = magnitude | (sign.astype(np.uint8) << 3)
-    if p.inf == "neg_max":
+    if inf == "neg_max":
         code[c.is_inf] = _SIGN | _MAX_CODE
     else:
         code[c.is_inf] = _MAX_CODE | (c.negative[c.is_inf].astype(np.uint8) << 3)
@@ -61,7 +72,7 @@ def _table(p: _profiles.Profile) -> np.ndarray:
         "zero": np.zeros(code.shape, np.uint8),
         "inverted_zero": (~c.negative).astype(np.uint8) << 3,
         "torchao_bits": _nan_codes_torchao(c.bits, c.negative),
-    }[p.nan]
+    }[nan_rule]
     code[nan] = nan_codes[nan]
     code.setflags(write=False)
     return code
@@ -76,17 +87,17 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
     Inf rule), which is what the gfx950 scaled converter and the software quantizers do.
     """
     p = _profiles.get(profile)
+    rounding = table(p)
     x32 = as_float32(x, "x")
     if scale is not None:
-        scale = as_uint8(scale, "scale")
         x32 = scaled_by_e8m0(x32, scale, p)
-    return lookup(f32_bits(x32), _table(p), _KEEP_BITS)
+    return lookup(f32_bits(x32), rounding, _KEEP_BITS)
 
 
 def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """float32 2^(127 - byte) for every e8m0 byte (exact: 2^-127 and 2^-128 are float32
     subnormals). Byte 255 gives 2^-128 or NaN by the profile's ``nan_scale``."""
-    return _reciprocals(_profiles.get(profile).nan_scale)
+    return _reciprocals(choice(_profiles.get(profile).nan_scale, "profile.nan_scale", _NAN_SCALES))
 
 
 @cache
@@ -106,7 +117,10 @@ def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.
     NaN, quieted, else +qNaN, as x86 division does) because NumPy's SIMD loops pick either.
     """
     p = _profiles.get(profile)
-    product = np.multiply(x32, e8m0_divisor_reciprocals(p)[scale], dtype=np.float32)
+    scale = as_uint8(scale, "scale")
+    _check_scale_shape(scale, x32)
+    with np.errstate(over="ignore"):  # a quotient past float32 is Inf, which saturates: by design
+        product = np.multiply(x32, e8m0_divisor_reciprocals(p)[scale], dtype=np.float32)
     if p.nan_scale == "nan":
         nan_scale = np.broadcast_to(scale == 0xFF, product.shape)
         if nan_scale.any():
@@ -114,6 +128,16 @@ def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.
             quiet = np.where((bits & ABS32) > np.uint32(0x7F800000), bits | np.uint32(0x00400000), np.uint32(0x7FC00000))
             product = np.where(nan_scale, quiet.view(np.float32), product)
     return product
+
+
+def _check_scale_shape(scale: np.ndarray, x32: np.ndarray) -> None:
+    """The result has x's shape: scale must broadcast to it (never the other way round)."""
+    try:
+        joint = np.broadcast_shapes(scale.shape, x32.shape)
+    except ValueError:
+        joint = None
+    if joint != x32.shape:
+        raise ValueError(f"scale must broadcast to the shape of x {x32.shape}, got shape {scale.shape}")
 
 
 def decode_e2m1(codes: np.ndarray) -> np.ndarray:
