@@ -13,7 +13,7 @@ from functools import cache
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_float32, check_choice
+from mxgate.oracle._validate import as_float32, choice, real
 from mxgate.oracle.bits import ABS32, EXP32, MANT32, f32_bits, pow2_f32
 
 RECIP_6 = np.float32(1.0) / np.float32(6.0)  # fl(1/6) = 0x3E2AAAAB
@@ -141,7 +141,7 @@ def ue8m0_round(s: np.ndarray, rounding: str = "log2f") -> np.ndarray:
 
     s must be positive; +Inf stays +Inf (exp2f(ceilf(log2f(inf))) is inf).
     """
-    check_choice(rounding, "rounding", ("log2f", "bitwise"))
+    rounding = choice(rounding, "rounding", ("log2f", "bitwise"))
     s32 = as_float32(s, "s")
     u = f32_bits(s32)
     if np.any((u & np.uint32(0x80000000)) != 0) or np.any((u & ABS32) == 0) or np.any((u & ABS32) > EXP32):
@@ -166,13 +166,19 @@ def fp8_token_scale(
     rounding: str = "log2f",
 ) -> np.ndarray:
     """FP8 per-token scale: max(amax, floor) * fl(1/fp8_max) ('reciprocal', Q path) or
-    / fp8_max ('divide', K path); with scale_fmt 'ue8m0' rounded up to a power of two."""
-    check_choice(arithmetic, "arithmetic", ("reciprocal", "divide"))
-    a = np.maximum(as_float32(amax, "amax"), np.float32(amax_floor))
+    / fp8_max ('divide', K path); with scale_fmt 'ue8m0' rounded up to a power of two.
+
+    fp8_max and amax_floor are rounded to float32 (as the kernels' float constants are);
+    fp8_max must be finite and > 0, amax_floor finite and >= 0."""
+    arithmetic = choice(arithmetic, "arithmetic", ("reciprocal", "divide"))
+    scale_fmt = choice(scale_fmt, "scale_fmt", (None, "ue8m0"))
+    fp8_max32 = real(fp8_max, "fp8_max", positive=True)
+    floor32 = real(amax_floor, "amax_floor", minimum=0.0)
+    a = np.maximum(as_float32(amax, "amax"), floor32)
     if arithmetic == "reciprocal":
-        s = a * (np.float32(1.0) / np.float32(fp8_max))
+        s = a * (np.float32(1.0) / fp8_max32)
     else:
-        s = a / np.float32(fp8_max)
+        s = a / fp8_max32
     s = np.asarray(s, dtype=np.float32)
     if scale_fmt == "ue8m0":
         s = ue8m0_round(s, rounding)
