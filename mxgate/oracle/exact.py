@@ -197,16 +197,44 @@ def fl32(x: Fraction) -> Fraction:
     return f32_to_fraction(bits)
 
 
+def fl32_of_float(value: float, name: str = "value") -> Fraction:
+    """The value of fl32(value) for a Python float (floors, constants) whose float32 is finite;
+    ``name`` is the argument the messages name."""
+    if isinstance(value, bool) or not isinstance(value, (float, int)):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}")
+    try:
+        double = float(value)
+    except OverflowError:
+        double = math.inf
+    if not f32_is_finite(f32_bits(double)):
+        shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
+        raise ValueError(f"{name} must be finite in float32, got {shown}")
+    return _fl32_of_float(double)
+
+
+# The caches below are keyed on canonical values (a float, an int, a Fraction, the variant's
+# own str) checked by their public wrappers: keys that hash alike then mean the same input.
 @lru_cache(maxsize=None)
-def fl32_of_float(value: float) -> Fraction:
-    """The value of fl32(value) for a finite Python float (floors, constants)."""
+def _fl32_of_float(value: float) -> Fraction:
     return f32_to_fraction(f32_bits(value))
 
 
-@lru_cache(maxsize=None)
 def fl32_one_over(n: int) -> Fraction:
     """fl32(1/n): fl(1/6) = 0x3E2AAAAB, fl(1/448) = 0x3B124925, fl(1/240) = 0x3B888889."""
+    return _fl32_one_over(_positive_int(n, "n"))
+
+
+@lru_cache(maxsize=None)
+def _fl32_one_over(n: int) -> Fraction:
     return fl32(Fraction(1, n))
+
+
+def _positive_int(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,9 +450,17 @@ def _log2_approx(r: Fraction, prec: int) -> Fraction:
         return Fraction(y.ln() / _ln2(prec))
 
 
-@lru_cache(maxsize=1 << 16)
 def log2f_value(s: Fraction) -> Fraction:
     """The value of fl32(log2(s)), the float32 nearest to the true log2, for s > 0."""
+    if isinstance(s, bool) or not isinstance(s, (Fraction, int)):
+        raise TypeError(f"s must be a Fraction or an int, got {type(s).__name__}")
+    if s <= 0:
+        raise ValueError(f"s must be positive, got {s}")
+    return _log2f_value(Fraction(s))
+
+
+@lru_cache(maxsize=1 << 16)
+def _log2f_value(s: Fraction) -> Fraction:
     e = floor_log2(s)
     r = s / pow2(e)
     if r == 1:
@@ -469,13 +505,20 @@ def binade_size(k: int) -> int:
     return 1 << 23 if k >= -126 else 1 << (k + 149)
 
 
-@lru_cache(maxsize=None)
 def log2f_threshold(k: int) -> int:
     """J(k): the largest j with fl32(log2(bits(2^k) + j)) == k exactly (0 if none).
 
     j counts float32 steps above 2^k (the mantissa for normal k). fl32(log2 s) is monotone in
     s and exceeds k once it stops being k, so the affected mantissas are exactly 1..J(k).
     """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    binade_base_bits(k)  # range check
+    return _log2f_threshold(int(k))
+
+
+@lru_cache(maxsize=None)
+def _log2f_threshold(k: int) -> int:
     base = binade_base_bits(k)
     j = 0
     while j + 1 < binade_size(k) and log2f_value(f32_to_fraction(base + j + 1)) == k:
@@ -521,11 +564,17 @@ def fp8_token_scale(
     fl(1/fp8_max)) ("reciprocal", Q) or fl(max(amax, fl(floor)) / fp8_max) ("divide", K);
     scale_fmt "ue8m0" rounds s up to a power of two. A NaN amax gives NaN, +Inf gives +Inf."""
     _check_u32(amax_bits_f32, "amax_bits_f32")
+    floor = fl32_of_float(amax_floor, "amax_floor")
+    if floor < 0:
+        raise ValueError(f"amax_floor must be >= 0, got {amax_floor!r}")
+    fp8_max = _positive_int(fp8_max, "fp8_max")
+    if scale_fmt is not None and scale_fmt != "ue8m0":
+        raise ValueError(f"scale_fmt must be None or 'ue8m0', got {scale_fmt!r}")
     if f32_is_nan(amax_bits_f32):
         return F32_CANONICAL_NAN
     if f32_is_inf(amax_bits_f32):
         return F32_INF
-    amax = max(abs(f32_to_fraction(amax_bits_f32)), fl32_of_float(float(amax_floor)))
+    amax = max(abs(f32_to_fraction(amax_bits_f32)), floor)
     if arithmetic == "reciprocal":
         s = fraction_to_f32_bits(amax * fl32_one_over(fp8_max))
     elif arithmetic == "divide":
@@ -639,9 +688,15 @@ _E4M3_BIAS = {"fn": 7, "fnuz": 8}
 
 
 def _check_variant(variant: str) -> int:
-    if variant not in _E4M3_BIAS:
-        raise ValueError(f"variant must be 'fn' or 'fnuz', got {variant!r}")
-    return _E4M3_BIAS[variant]
+    return _E4M3_BIAS[_variant(variant)]
+
+
+def _variant(variant: str) -> str:
+    """The variant's canonical str (the cache key of e4m3_max)."""
+    for name in _E4M3_BIAS:
+        if isinstance(variant, str) and variant == name:
+            return name
+    raise ValueError(f"variant must be 'fn' or 'fnuz', got {variant!r}")
 
 
 def _e4m3_is_nan(code: int, variant: str) -> bool:
@@ -675,16 +730,20 @@ def decode_e4m3_f32_bits(code: int, variant: Fp8Variant = "fn") -> int:
     return fraction_to_f32_bits(value, negative_zero=bool(code & 0x80))
 
 
-@lru_cache(maxsize=None)
 def e4m3_max(variant: Fp8Variant) -> Fraction:
     """Largest finite magnitude, found from the code space itself."""
+    return _e4m3_max(_variant(variant))
+
+
+@lru_cache(maxsize=None)
+def _e4m3_max(variant: str) -> Fraction:
     bias = _check_variant(variant)
     return max(_e4m3_magnitude(c, bias) for c in range(0x80) if not _e4m3_is_nan(c, variant))
 
 
 @lru_cache(maxsize=None)
-def _e4m3_code_of_max(variant: Fp8Variant) -> int:
-    bias, top = _check_variant(variant), e4m3_max(variant)
+def _e4m3_code_of_max(variant: str) -> int:  # called with canonical variants only
+    bias, top = _check_variant(variant), _e4m3_max(variant)
     return next(c for c in range(0x80) if not _e4m3_is_nan(c, variant) and _e4m3_magnitude(c, bias) == top)
 
 
@@ -710,7 +769,7 @@ def encode_e4m3(x_bits: int, variant: Fp8Variant = "fn", overflow: Fp8Overflow =
     sign = f32_sign(x_bits)
     if f32_is_nan(x_bits):
         return _e4m3_nan_code(sign, variant, overflow)
-    max_code = _e4m3_code_of_max(variant) | (sign << 7)
+    max_code = _e4m3_code_of_max(_variant(variant)) | (sign << 7)
     if f32_is_inf(x_bits):
         return _e4m3_nan_code(sign, variant, overflow) if overflow == "nan" else max_code
     _, sig, exp = f32_dyadic(x_bits)
