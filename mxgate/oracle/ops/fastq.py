@@ -143,7 +143,8 @@ def _load(raw16: np.ndarray, w: _Workspace) -> np.ndarray:
 def _quantize(xs: np.ndarray, w: _Workspace, profile: _profiles.Profile) -> tuple[np.ndarray, np.ndarray] | None:
     """xs: float32 bits [32, rows, 4] of bf16 values (destroyed) -> (packed [rows, 64] (a view
     of w.out), e8m0 [rows, 4]) or None when a group holds NaN or Inf."""
-    code_table, scale_table, factor_table = _tables(profile.name)
+    name = _profiles.get(profile.name).name  # the registered str: the tables' canonical key
+    code_table, scale_table, factor_table = _tables(name)
     rows = xs.shape[1]
     groups = xs.view(np.float32).reshape(GROUPS, 8, rows * 4)
     # |x| as bits: for bf16 values (NaN: see module) their uint32 order is that of |x|, and a
@@ -168,7 +169,7 @@ def _quantize(xs: np.ndarray, w: _Workspace, profile: _profiles.Profile) -> tupl
     # byte j of a quad = code(lane 2j) | code(lane 2j+1) << 4, as the low byte of
     # (c0 | c1 << 8) | (c0 | c1 << 8) >> 4: one lookup per lane of a 64-bit lane pair, each
     # in a table of that lane's share of the byte, indexed by the top 16 bits of the lane
-    low_table, high_table = _pair_tables(profile.name)
+    low_table, high_table = _pair_tables(name)
     xs >>= _U16
     lane_pairs = xs.view(np.uint64)
     index = w.pair_index.view(np.uint64)
