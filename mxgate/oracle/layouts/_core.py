@@ -19,6 +19,8 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from mxgate.oracle._validate import MAX_BYTES, allocation, integer, shown
+
 POISON = 0xA5
 """Byte used to pre-fill buffers, so untouched bytes can be told apart from written ones."""
 
@@ -155,17 +157,34 @@ class Layout(ABC):
         return tuple(self.dim_defaults)
 
     def _resolve(self, dims: Mapping[str, object]) -> Dims:
-        unknown = sorted(set(dims) - set(self.dim_defaults))
-        if unknown:
-            raise TypeError(f"{self.name}: unknown dims keyword(s) {', '.join(unknown)}; "
-                            f"expected {', '.join(self.dim_names)}")
+        self._check_known(dims)
         d: Dims = {}
         for key, default in self.dim_defaults.items():
             value = dims.get(key, default)
             if value is None:
                 raise TypeError(f"{self.name}: missing dims keyword {key}")
-            d[key] = _as_int(value, key)
-        return self._derive(d)
+            d[key] = integer(value, key)
+        d = self._derive(d)
+        self._check_size(d)
+        return d
+
+    def _check_known(self, dims: Mapping[str, object]) -> None:
+        unknown = sorted(set(dims) - set(self.dim_defaults))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown dims keyword(s) {', '.join(unknown)}; "
+                            f"expected {', '.join(self.dim_names)}")
+
+    def _check_size(self, d: Dims) -> None:
+        """A buffer no machine could hold is out of range (a ValueError naming the dims), not a
+        MemoryError or an int64 overflow later."""
+        shape = self._shape(d)
+        nbytes = 1
+        for n in shape:
+            nbytes *= n
+        if nbytes > MAX_BYTES or max(shape, default=0) > MAX_BYTES:
+            given = ", ".join(f"{k}={shown(d[k])}" for k in self.dim_defaults)
+            raise ValueError(f"{self.name}: dims {given} give a buffer of {shown(nbytes)} bytes, "
+                             f"more than the {MAX_BYTES} bytes (2^47) any machine can address")
 
     def dims(self, **dims: int) -> Dims:
         """The resolved dims (defaults filled in, derived values added)."""
@@ -178,9 +197,9 @@ class Layout(ABC):
         return self._num_slots(self._resolve(dims))
 
     def new_buffer(self, fill: int = POISON, **dims: int) -> np.ndarray:
-        if not 0 <= int(fill) <= 255:
-            raise ValueError(f"fill must be a byte value in [0, 255], got {fill}")
-        return np.full(self.buffer_shape(**dims), fill, dtype=np.uint8)
+        """A buffer of the layout's shape with every byte ``fill`` (an int in [0, 255])."""
+        byte = integer(fill, "fill", minimum=0, maximum=255)
+        return np.full(self.buffer_shape(**dims), byte, dtype=np.uint8)
 
     def _field(self, name: str | None) -> Field:
         if name is None:
@@ -200,6 +219,7 @@ class Layout(ABC):
         """
         f = self._field(field)
         d = self._resolve(dims)
+        _check_map_size(self, d, f, "index_map")
         coords = _open_grid(self._grid(f.name, d))
         offset = np.broadcast_to(self._offsets(f.name, coords, d), _grid_shape(coords))
         return _expand_nibbles(f, np.ascontiguousarray(offset, dtype=np.int64))
@@ -242,6 +262,7 @@ class Layout(ABC):
         f = self._field(field)
         d = self._resolve(dims)
         grid = list(self._grid(f.name, d))
+        _check_map_size(self, d, f, "field_bytes")
         rows = None if slots is None else self._written_rows(slots, d)
         coords = list(_open_grid(tuple(grid)))
         if rows is not None:
@@ -260,6 +281,8 @@ class Layout(ABC):
         gate's "must keep the poison" set).
         """
         d = self._resolve(dims)
+        for f in self.fields + self.pads:  # every offset list fits before the buffer is made
+            _check_map_size(self, d, f, "field_bytes")
         out = np.zeros(int(np.prod(self._shape(d), dtype=np.int64)), dtype=np.uint8)
         for f in self.fields + self.pads:
             out[self.field_bytes(f.name, slots, **dims)] = f.role
@@ -336,8 +359,7 @@ class Layout(ABC):
         if off.size and (off.min() < 0 or off.max() >= nbytes):
             raise ValueError(f"offsets must be in [0, {nbytes}), got values in "
                              f"[{off.min()}, {off.max()}]")
-        nib = np.zeros_like(off) if nibble is None else np.broadcast_to(
-            np.asarray(nibble, dtype=np.int64), off.shape)
+        nib = np.zeros_like(off) if nibble is None else _nibbles(nibble, off.shape)
         phantom = _phantom(self._shape(d))
         views = self._views(phantom, d)
         region = np.zeros(off.shape, np.uint8)
@@ -357,7 +379,13 @@ class Layout(ABC):
 
     def describe_byte(self, offset: int, nibble: int | None = None, **dims: int) -> str:
         """One line naming what byte ``offset`` holds, for humans (mxgate explain)."""
-        loc = self.locate(np.array([offset]), nibble, **dims)
+        offset = integer(offset, "offset", minimum=0)
+        if nibble is not None:
+            nibble = integer(nibble, "nibble", minimum=0, maximum=1)
+        nbytes = int(np.prod(self.buffer_shape(**dims), dtype=np.int64))
+        if offset >= nbytes:
+            raise ValueError(f"offset must be in [0, {nbytes}), got {shown(offset)}")
+        loc = self.locate(np.array([offset], dtype=np.int64), nibble, **dims)
         index = np.unravel_index(int(offset), self.buffer_shape(**dims))
         head = f"byte {int(offset)} {list(map(int, index))}"
         if loc.field[0] == "":
@@ -379,10 +407,13 @@ class Layout(ABC):
         """Human-readable description: buffer shape, logical arrays, formulas, regions."""
         lines = [f"{self.name}: {self.title}", f"  source: {self.source}",
                  f"  buffer: uint8 {self.shape_doc}"]
-        try:
-            d = self._resolve(dims)
-        except TypeError:
-            d = None
+        self._check_known(dims)
+        # without every dims keyword the description is generic; given keywords must be valid
+        complete = all(dims.get(k, v) is not None for k, v in self.dim_defaults.items())
+        d = self._resolve(dims) if complete else None
+        if not complete:
+            for key, value in dims.items():
+                integer(value, key)
         if d is not None:
             shape = self._shape(d)
             nbytes = int(np.prod(shape, dtype=np.int64))
@@ -464,7 +495,7 @@ class Layout(ABC):
         """Dims from the buffer shape (and arrays), reconciled with explicit keywords."""
         inferred = self._infer(tuple(buffer.shape), arrays)
         for key, value in inferred.items():
-            if key in dims and _as_int(dims[key], key) != value:
+            if key in dims and integer(dims[key], key) != value:
                 raise ValueError(f"{key}={dims[key]} does not match the buffer/arrays, "
                                  f"which imply {key}={value}")
         d = self._resolve({**inferred, **dims})
@@ -542,10 +573,24 @@ class Layout(ABC):
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def _as_int(value: object, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
+def _check_map_size(layout: Layout, d: Dims, f: Field, what: str) -> None:
+    """An int64 offset per logical coordinate (per nibble, per word byte) must fit MAX_BYTES."""
+    count = 1
+    for lo, hi in layout._grid(f.name, d):
+        count *= max(hi - lo, 0)
+    count *= 2 if f.unit == "nibble" else 4 if f.unit in _WORD_UNITS else 1
+    given = ", ".join(f"{k}={shown(d[k])}" for k in layout.dim_defaults)
+    allocation(count, 8, f"{layout.name}: dims {given}", f"the int64 {what} of field {f.name}")
+
+
+def _nibbles(nibble: object, shape: tuple[int, ...]) -> np.ndarray:
+    """locate's nibble argument: 0 (low) or 1 (high), an int or an integer array."""
+    nib = np.asarray(nibble)
+    if nib.dtype == np.bool_ or not np.issubdtype(nib.dtype, np.integer):
+        raise TypeError(f"nibble must be 0 or 1 (an int or an integer array), got {nib.dtype}")
+    if nib.size and (nib.min() < 0 or nib.max() > 1):
+        raise ValueError(f"nibble must be 0 (low) or 1 (high), got values in [{nib.min()}, {nib.max()}]")
+    return np.broadcast_to(nib.astype(np.int64), shape)
 
 
 def _check_buffer(buffer: object, writeable: bool) -> None:
