@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._validate import choice, flag
 from mxgate.oracle.formats.bf16 import round_bf16
 from mxgate.oracle.ops.f32math import fma32, rsqrt32
 
@@ -43,6 +44,11 @@ class FrontEnd:
     rsqrt: Rsqrt = "rn"
     fma: bool = True
 
+    def __post_init__(self) -> None:
+        # canonical field values: FrontEnd("rn", 1) would equal and hash like FrontEnd("rn", True)
+        object.__setattr__(self, "rsqrt", choice(self.rsqrt, "rsqrt", tuple(_RSQRT_WORDS)))
+        flag(self.fma, "fma")
+
     @property
     def name(self) -> str:
         return f"rsqrt-{self.rsqrt}+{'fma' if self.fma else 'mul-add'}"
@@ -58,7 +64,7 @@ VARIANT_NAMES: tuple[str, ...] = tuple(v.name for v in VARIANTS)
 
 def default_variant(profile: str | _profiles.Profile = "gfx950") -> FrontEnd:
     """The member whose bytes are the ``exact`` answer under ``profile``."""
-    return FrontEnd("rn", _profiles.get(profile).fma_contraction)
+    return FrontEnd("rn", flag(_profiles.get(profile).fma_contraction, "profile.fma_contraction"))
 
 
 def envelope(profile: str | _profiles.Profile = "gfx950") -> tuple[FrontEnd, ...]:

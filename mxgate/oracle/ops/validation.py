@@ -7,12 +7,12 @@ byte is written; it returns a ``Call`` holding normalised views of the arguments
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Real
 from typing import Literal
 
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._validate import allocation, choice, flag, integer, real, shown
 from mxgate.oracle.ops.frontend import HEAD_DIM, ROPE_DIM, FrontEnd, ScalarKind, get_variant
 
 try:  # ml_dtypes arrays are accepted where it is installed
@@ -147,24 +147,6 @@ def _shape(a: np.ndarray, name: str, want: tuple[int, ...], doc: str, min_rows: 
         raise ValueError(f"{name} must have shape {doc} with {rows} rows, got {tuple(a.shape)}")
 
 
-def _flag(value: object, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return bool(value)
-
-
-def _real(value: object, name: str) -> np.float32:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return np.float32(value)  # the kernel takes a C float: round to nearest
-
-
-def _int(value: object, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
-
-
 def _poison(shape: tuple[int, ...], dtype: type) -> np.ndarray:
     from mxgate.oracle.layouts import POISON
 
@@ -211,6 +193,7 @@ def check_call(
     front = get_variant(variant, prof)  # type: ignore[arg-type]
 
     # ---- which mode -------------------------------------------------------------------------
+    mode = choice(mode, "mode", (None, "fp8", "fp4"))
     if mode is None:
         if (q_scale_out is None) != (kv_cache_scale is None):
             raise ValueError("fp4 output needs both q_scale_out and kv_cache_scale")
@@ -219,10 +202,8 @@ def check_call(
         if q_scale_out is not None or kv_cache_scale is not None:
             raise ValueError("mode='fp8' takes no q_scale_out or kv_cache_scale (they select fp4 output)")
         chosen = "fp8"
-    elif mode == "fp4":
-        chosen = "fp4"
     else:
-        raise ValueError(f"mode must be one of None, 'fp8', 'fp4'; got {mode!r}")
+        chosen = "fp4"
     fp4 = chosen == "fp4"
 
     # ---- inputs: types ------------------------------------------------------------------------
@@ -237,14 +218,16 @@ def check_call(
     pos_arr = _dtype(positions, "positions", np.int64)
     nw = _dtype(norm_weight, "norm_weight", np.float32)
     nb = _dtype(norm_bias, "norm_bias", np.float32)
-    eps32 = _real(epsilon, "epsilon")
-    ws32 = _real(weights_scale, "weights_scale")
-    qbs = _int(quant_block_size, "quant_block_size")
+    # C float parameters: rounded to float32; a NaN or Inf would turn every row it touches
+    # into NaN, which no caller means (the scorers refuse a non-finite weight_scale alike)
+    eps32 = real(epsilon, "epsilon")
+    ws32 = real(weights_scale, "weights_scale")
+    qbs = integer(quant_block_size, "quant_block_size")
     if scale_fmt is not None and not isinstance(scale_fmt, str):
         raise TypeError(f"scale_fmt must be a str or None, got {type(scale_fmt).__name__}")
-    pre = _flag(preshuffle, "preshuffle")
-    neox = _flag(is_neox, "is_neox")
-    allq = _flag(compute_all_q_rope, "compute_all_q_rope")
+    pre = flag(preshuffle, "preshuffle")
+    neox = flag(is_neox, "is_neox")
+    allq = flag(compute_all_q_rope, "compute_all_q_rope")
 
     # ---- outputs: types ----------------------------------------------------------------------
     q_out_arr = None if q_out is None else _one_byte(q_out, "q_out")
@@ -295,7 +278,7 @@ def check_call(
                 raise ValueError(
                     f"fp4 output only supports kv_block_size={FP4_KV_BLOCK} (kv_cache.size(3)), got {kv_arr.shape[3]}"
                 )
-        elif kv_block_size is not None and _int(kv_block_size, "kv_block_size") != FP4_KV_BLOCK:
+        elif kv_block_size is not None and integer(kv_block_size, "kv_block_size") != FP4_KV_BLOCK:
             raise ValueError(
                 f"fp4 output only supports kv_block_size={FP4_KV_BLOCK} (kv_cache.size(3)), got {kv_block_size}"
             )
@@ -316,7 +299,7 @@ def check_call(
                 )
             block = int(kv_arr.shape[1])
         else:
-            block = FP4_KV_BLOCK if kv_block_size is None else _int(kv_block_size, "kv_block_size")
+            block = FP4_KV_BLOCK if kv_block_size is None else integer(kv_block_size, "kv_block_size")
         if block <= 0:
             raise ValueError(f"kv_block_size must be > 0, got {block}")
         if pre and block % 16:
@@ -346,9 +329,9 @@ def check_call(
     # ---- cache geometry -----------------------------------------------------------------------
     if kv_arr is not None:
         blocks = int(kv_arr.shape[0])
-        if num_blocks is not None and _int(num_blocks, "num_blocks") != blocks:
+        if num_blocks is not None and integer(num_blocks, "num_blocks") != blocks:
             raise ValueError(f"num_blocks={num_blocks} does not match kv_cache, which has {blocks} blocks")
-        if kv_block_size is not None and _int(kv_block_size, "kv_block_size") != block:
+        if kv_block_size is not None and integer(kv_block_size, "kv_block_size") != block:
             raise ValueError(f"kv_block_size={kv_block_size} does not match kv_cache, whose block size is {block}")
         if fp4:
             want = layouts.get("aiter-fp4-kv").buffer_shape(num_blocks=blocks)
@@ -365,9 +348,13 @@ def check_call(
     else:
         slots_t = slots_arr[:t]
         fitting = int(slots_t.max()) // block + 1 if slots_t.size and slots_t.max() >= 0 else 1
-        blocks = fitting if num_blocks is None else _int(num_blocks, "num_blocks")
+        blocks = fitting if num_blocks is None else integer(num_blocks, "num_blocks")
         if blocks < 0:
             raise ValueError(f"num_blocks must be >= 0, got {blocks}")
+        subject = f"num_blocks={shown(blocks)}" if num_blocks is not None else f"num_blocks={blocks} (from slot_mapping)"
+        if not fp4:
+            subject += f", kv_block_size={shown(block)}"
+        allocation(blocks * block, HEAD_DIM // 2 if fp4 else FP8_CACHE_STRIDE, subject, "a fresh kv_cache")
     if fp4:
         if qs_arr is not None:
             row = layouts.get("aiter-fp4-q-scale").buffer_shape(num_tokens=1, num_heads=n_heads)[1:]
