@@ -206,7 +206,7 @@ def compare_logits(scored: ScoredLogits, actual: np.ndarray, fill: np.ndarray | 
         raise ValueError(f"actual must have shape {scored.value.shape}, got {a.shape}")
     win = scored.window
     cells = int(win.sum())
-    fill_arr = np.broadcast_to(np.asarray(np.nan if fill is None else fill, dtype=np.float32), a.shape)
+    fill_arr = _fill(fill, a.shape)
     changed = ~win & (a.view(np.uint32) != fill_arr.view(np.uint32)) & ~(np.isnan(a) & np.isnan(fill_arr))
     if fill is None:
         changed = np.zeros_like(win)
@@ -257,6 +257,19 @@ def compare_logits(scored: ScoredLogits, actual: np.ndarray, fill: np.ndarray | 
 # ---- argument handling -------------------------------------------------------------------------
 
 
+def _fill(fill: np.ndarray | float | None, shape: tuple[int, ...]) -> np.ndarray:
+    """compare_logits' fill as float32 of the logits' shape (None: NaN, never compared)."""
+    if fill is None:
+        return np.broadcast_to(np.float32(np.nan), shape)
+    if not isinstance(fill, (np.ndarray, list, tuple)):
+        return np.broadcast_to(v.real(fill, "fill", finite=False), shape)
+    array = np.asarray(fill, dtype=np.float32)
+    try:
+        return np.broadcast_to(array, shape)
+    except ValueError:
+        raise ValueError(f"fill must be a scalar or broadcast to actual's shape {shape}, got shape {array.shape}") from None
+
+
 @dataclass
 class _Call:
     args: tuple
@@ -267,9 +280,10 @@ class _Call:
 
 def _options(mode: str, qk_accum: str, bound_model: str, *, emulate: bool, exact: bool,
              profile: str | _profiles.Profile, force_slow: bool = False) -> _fp4.Options:
-    v.choice(qk_accum, "qk_accum", _fp4.QK_ACCUM)
-    v.choice(bound_model, "bound_model", QK_MODELS)
-    return _fp4.Options(mode, qk_accum, bound_model, bool(emulate), exact, _profiles.get(profile), force_slow)
+    qk_accum = v.choice(qk_accum, "qk_accum", _fp4.QK_ACCUM)
+    bound_model = v.choice(bound_model, "bound_model", QK_MODELS)
+    return _fp4.Options(mode, qk_accum, bound_model, v.flag(emulate, "emulate"), exact, _profiles.get(profile),
+                        v.flag(force_slow, "_force_slow"))
 
 
 def _launch(launch: dict, kv_block_size: int | None) -> None:
@@ -277,7 +291,7 @@ def _launch(launch: dict, kv_block_size: int | None) -> None:
     unknown = sorted(set(launch) - allowed)
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
-    if kv_block_size is not None and kv_block_size != v.KV_BLOCK:
+    if kv_block_size is not None and v.integer(kv_block_size, "kv_block_size") != v.KV_BLOCK:
         raise ValueError(f"kv_block_size must be {v.KV_BLOCK}, got {kv_block_size}")
 
 
@@ -303,6 +317,7 @@ def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: obj
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per context_lens entry), got {bt.shape[0]}")
     width = v.seq_len(max_seq_len, out)
+    v.allocation(rows * width, 8, f"max_seq_len={v.shown(width)}", f"the logits of {rows} rows")
     if ctx.size and (ctx.min() < 0 or ctx.max() > width):
         b = int(np.argmax((ctx < 0) | (ctx > width)))
         raise ValueError(f"context_lens[{b}] = {int(ctx[b])} must lie in [0, max_seq_len={width}]")
@@ -354,6 +369,7 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
                          f"reserved), got {info.shape}")
     info = info[:rows]
     width = v.seq_len(max_seq_len, out)
+    v.allocation(rows * width, 8, f"max_seq_len={v.shown(width)}", f"the logits of {rows} rows")
     batch, start, end = info[:, 0], info[:, 1], info[:, 2]
     bad = (batch < 0) | (batch >= bt.shape[0])
     if bad.any():

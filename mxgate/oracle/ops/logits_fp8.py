@@ -84,11 +84,16 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
     unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
-    preshuffle = bool(launch.get("Preshuffle", preshuffle))
-    v.choice(variant, "variant", ("fn", "fnuz"))
-    v.choice(qk_accum, "qk_accum", QK_ACCUM)
-    v.choice(head_order, "head_order", HEAD_ORDERS)
-    v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    preshuffle = v.flag(preshuffle, "preshuffle")
+    if "Preshuffle" in launch:  # the kernel's own spelling of the flag
+        preshuffle = v.flag(launch["Preshuffle"], "Preshuffle")
+    emulate = v.flag(emulate, "emulate")
+    variant = v.choice(variant, "variant", ("fn", "fnuz"))
+    qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
+    head_order = v.choice(head_order, "head_order", HEAD_ORDERS)
+    bound_model = v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    if next_n is not None:
+        next_n = v.integer(next_n, "next_n", minimum=1)
     q = _codes(q_fp8, "q_fp8")
     if q.ndim == 4:
         if next_n is not None and next_n != q.shape[1]:
@@ -110,7 +115,7 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
                          f"(or [num_blocks, block_size, 1, D+4]), got {kv_cache.shape}")
     num_blocks, bsz = kv.shape[0], kv.shape[1]
     kvb = launch.get("KVBlockSize")
-    if kvb is not None and kvb != bsz:
+    if kvb is not None and v.integer(kvb, "KVBlockSize") != bsz:
         raise ValueError(f"KVBlockSize={kvb} does not match kv_cache.size(1)={bsz}")
     layout = layouts.get("aiter-fp8-kv-preshuffle" if preshuffle else "aiter-fp8-kv")
     layout.dims(num_blocks=num_blocks, block_size=bsz, head_dim=D)  # preshuffle checks
@@ -125,6 +130,7 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
         raise ValueError(f"q_fp8 must have batch*next_n = {B * nn} rows and block_tables {B} rows, "
                          f"got {rows} and {bt.shape[0]}")
     width = v.seq_len(max_seq_len, out)
+    v.allocation(rows * width, 8, f"max_seq_len={v.shown(width)}", f"the logits of {rows} rows")
     if ctx.size and (ctx.min() < 0 or ctx.max() > width):
         b = int(np.argmax((ctx < 0) | (ctx > width)))
         raise ValueError(f"context_lens[{b}] = {int(ctx[b])} must lie in [0, max_seq_len={width}]")

@@ -71,6 +71,7 @@ def paged_slots(req: np.ndarray, req_table: np.ndarray, lens: np.ndarray, capaci
     n = v.integers(lens, "lens", 1)
     capacity = v.positive_int(capacity, "capacity", minimum=0)
     ratio = v.positive_int(ratio, "ratio")
+    v.allocation(r.size * capacity, 8, f"capacity={v.shown(capacity)}", f"the slots of {r.size} requests")
     if n.shape != r.shape:
         raise ValueError(f"lens must have shape {r.shape} (one per req), got {n.shape}")
     if r.size and (r.min() < 0 or r.max() >= rt.shape[0]):
@@ -103,9 +104,10 @@ def fp4_index_logits_paged_exact(q: np.ndarray, weights: np.ndarray, req: np.nda
 def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
            page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile, bound_model: str, *,
            emulate: bool, exact: bool) -> ScoredLogits:
-    v.choice(qk_accum, "qk_accum", QK_ACCUM)
-    v.choice(head_order, "head_order", HEAD_ORDERS)
-    v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
+    head_order = v.choice(head_order, "head_order", HEAD_ORDERS)
+    bound_model = v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    emulate = v.flag(emulate, "emulate")
     p = _profiles.get(profile)
     qb = v.bf16_bits(q, "q")
     if qb.ndim != 3 or qb.shape[2] != 128:

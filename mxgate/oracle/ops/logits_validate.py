@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mxgate.oracle._validate import allocation, flag, integer, real, shown
+from mxgate.oracle._validate import choice as _choice
+
 try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
     import ml_dtypes
 
@@ -79,20 +82,11 @@ def float32(x: object, name: str) -> np.ndarray:
 
 def real_f32(value: object, name: str) -> np.float32:
     """A finite Python/NumPy real, rounded to float32 as the kernels' hosts pass it."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = np.float32(value)
-    if not np.isfinite(v):
-        raise ValueError(f"{name} must be finite in float32, got {value!r}")
-    return v
+    return real(value, name)
 
 
 def positive_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return integer(value, name, minimum=minimum)
 
 
 def check_heads_dim(heads: int, head_dim: int) -> None:
@@ -110,6 +104,8 @@ def fp4_q(q_fp4: object, q_scale: object, next_n: int | None) -> tuple[np.ndarra
     next_n or 0 when not implied)."""
     q = uint8(q_fp4, "q_fp4")
     qs = uint8(q_scale, "q_scale")
+    if next_n is not None:
+        next_n = integer(next_n, "next_n", minimum=1)
     if q.ndim == 4:
         implied = q.shape[1]
         if next_n is not None and next_n != implied:
@@ -195,6 +191,4 @@ def seq_len(max_seq_len: object, out: object) -> int:
 
 
 def choice(value: object, name: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value  # type: ignore[return-value]
+    return _choice(value, name, choices)  # type: ignore[return-value]
