@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mxgate.oracle._validate import allocation, integer, shown
+
 
 @dataclass(frozen=True)
 class TopkCheck:
@@ -55,9 +57,9 @@ def topk_indices(values: np.ndarray, k: int, window: np.ndarray | None = None) -
     values = np.asarray(values)
     if values.ndim != 2:
         raise ValueError(f"values must have shape [rows, columns], got {values.shape}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    k = integer(k, "k", minimum=0)
     rows, n = values.shape
+    allocation(rows * k, 8, f"k={shown(k)}", f"the top-k indices of {rows} rows")
     cand = _candidates(values, window)
     key = np.where(cand, values.astype(np.float64), -np.inf)
     # lexsort: last key is primary; stable by column for equal values
@@ -77,6 +79,8 @@ def check_topk(oracle_values: np.ndarray, bound: np.ndarray, backend_indices: np
     oracle_values, bound: float [rows, columns] (e.g. ``ScoredLogits.value`` / ``.bound``);
     backend_indices: int [rows, k'] with k' >= k (the first k are used; -1 entries are padding).
     """
+    k = integer(k, "k", minimum=0)
+    max_misses = integer(max_misses, "max_misses", minimum=0)
     v = np.asarray(oracle_values, dtype=np.float64)
     b = np.asarray(bound, dtype=np.float64)
     idx = np.asarray(backend_indices)
