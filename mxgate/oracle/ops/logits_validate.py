@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mxgate.oracle._validate import allocation, flag, integer, real, shown
+# the shared checks; the scorers call flag, allocation and shown through this module (v.flag)
+from mxgate.oracle._validate import allocation, flag, integer, real, shown  # noqa: F401
 from mxgate.oracle._validate import choice as _choice
 
 try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
