@@ -22,6 +22,8 @@ EXIT_CLOSED_PIPE = 141
 # subcommand -> module under mxgate.cli providing add_parser(subparsers) and run(args) -> int
 _COMMANDS = {
     "check": "check_cmd",
+    "backends": "backends_cmd",
+    "diff": "diff_cmd",
     "profiles": "profiles_cmd",
     "sweep": "sweep_cmd",
     "bench": "bench_cmd",

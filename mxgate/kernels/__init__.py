@@ -35,6 +35,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "sglang-triton-rne": ("mxgate.kernels.sglang_triton", "SglangTritonBackend", {"rne": True}),
     "aiter": ("mxgate.kernels.aiter", "AiterBackend", {}),
     "vllm-triton": ("mxgate.kernels.vllm_triton", "VllmTritonBackend", {}),
+    "vllm-triton-fnuz": ("mxgate.kernels.vllm_triton", "VllmTritonBackend", {"fp8": "fnuz"}),
 }
 
 
@@ -89,6 +90,7 @@ def origin(name: str) -> Origin:
 
 def check_name(name: str) -> None:
     """Raise ValueError/TypeError (one line) unless ``name`` names a backend that can be constructed."""
+    _entry_points()  # an installed entry point that clashes with a built-in name is an error for every run
     origin(name)
     if name not in _REGISTRY:
         resolve_target(name if is_spec(name) else _entry_points()[name][0], name)

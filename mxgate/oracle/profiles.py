@@ -285,3 +285,16 @@ def get(name: str | Profile) -> Profile:
 def hardware() -> Profile:
     """The profile every other one is compared with: the gfx950 hardware converter."""
     return _GFX950
+
+
+def register(profile: Profile) -> Profile:
+    """Add a user's profile (usually ``dataclasses.replace`` of a shipped one) so backends can
+    declare it by name. Registering the same profile twice is harmless; another profile under a
+    taken name is a ValueError."""
+    if not isinstance(profile, Profile):
+        raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
+    taken = _PROFILES.get(profile.name)
+    if taken is not None and taken != profile:
+        raise ValueError(f"profile name {profile.name!r} is taken; choose another name")
+    _PROFILES[profile.name] = profile
+    return profile

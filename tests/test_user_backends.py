@@ -1,0 +1,203 @@
+"""Bringing one's own kernel: backends from outside the package through every route
+(``module:attr`` as a class, an instance-returning callable, plain functions; an installed
+package's entry point), run as a kernel repository's CI would, and the docs' example as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mxgate import kernels
+from mxgate.conformance import outcome
+from mxgate.kernels.functions import backend_from_functions, kernel
+
+HERE = Path(__file__).parent
+USER_BACKENDS = HERE / "user_backends"
+DOC = HERE.parent / "docs" / "your-kernel.md"
+
+
+def _env(*paths: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(p) for p in paths] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def _check(cwd: Path, *args: str, paths: tuple[Path, ...] = (USER_BACKENDS,)) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mxgate", "check", "--tier", "quick", *args], cwd=cwd,
+                          env=_env(*paths), capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("spec", ["user_kernels:GoodBackend", "user_kernels:make_good", "user_kernels:GoodFunctions"])
+def test_a_correct_backend_from_outside_passes(tmp_path: Path, spec: str) -> None:
+    done = _check(tmp_path, "--backend", spec, "--json", "m.json")
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
+    cells = json.loads((tmp_path / "m.json").read_text())["cells"]
+    assert cells and all(c["backend"] == spec and c["verdict"] == "exact" for c in cells)
+
+
+@pytest.mark.parametrize("spec", ["user_kernels:BadBackend", "user_kernels:BadFunctions"])
+def test_a_broken_backend_fails_naming_the_first_mismatch(tmp_path: Path, spec: str) -> None:
+    done = _check(tmp_path, "--backend", spec, "--json", "m.json")
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:]
+    cell = next(c for c in json.loads((tmp_path / "m.json").read_text())["cells"] if c["op"] == "e2m1.encode")
+    assert cell["verdict"] == "fail" and cell["failures"][0]["first_mismatch"] is not None
+    assert f"FAIL {spec} e2m1.encode" in done.stdout and "expected 0x03, got 0x02" in done.stdout
+
+
+def test_function_declarations_are_checked_when_made() -> None:
+    def encode(x):
+        return x
+
+    with pytest.raises(ValueError, match="op must be one of"):
+        kernel("e2m1.encodee", encode, profile="gfx950")
+    with pytest.raises(ValueError, match="profile must be one of"):
+        kernel("e2m1.encode", encode, profile="nope")
+    with pytest.raises(TypeError, match=r"e2m1.encode takes \(x\)"):
+        kernel("e2m1.encode", lambda x, scale: x, profile="gfx950")
+    with pytest.raises(TypeError, match=r"sglang-page68.store takes \(k_bf16, slots, cache\)"):
+        kernel("sglang-page68.store", lambda k_bf16: k_bf16, profile="gfx950")
+    with pytest.raises(ValueError, match="declared twice"):
+        backend_from_functions("twice", kernel("e2m1.encode", encode, profile="gfx950"),
+                               kernel("e2m1.encode", encode, profile="gfx950"))
+
+
+def test_torch_functions_get_tensors_and_give_back_arrays() -> None:
+    torch = pytest.importorskip("torch")
+    seen = []
+
+    def encode(x):
+        seen.append(type(x))
+        return x.to(torch.float8_e4m3fn).view(torch.uint8)
+
+    made = backend_from_functions("t", kernel("e4m3fn.encode", encode, profile="torch-cpu", arrays="torch"))()
+    out = made.op("e4m3fn.encode").run(np.float32([1.0, -0.5, 448.0]))
+    assert seen == [torch.Tensor] and isinstance(out, np.ndarray)
+    assert out.tolist() == [0x38, 0xB0, 0x7E]
+    assert not backend_from_functions("c", kernel("e4m3fn.encode", encode, profile="torch-cpu"))(device="cuda").available()
+
+
+def test_registry_resolves_every_form_and_names_the_origin() -> None:
+    sys.path.insert(0, str(USER_BACKENDS))
+    try:
+        for spec in ("user_kernels:GoodBackend", "user_kernels:make_good", "user_kernels:GoodFunctions"):
+            backend = kernels.get(spec)
+            assert backend.name == spec and backend.implements("e2m1.encode")
+            assert kernels.origin(spec).kind == "command line"
+        with pytest.raises(TypeError, match="not a mxgate.kernels.Backend"):
+            kernels.get("user_kernels:ABOVE_TIE")
+    finally:
+        sys.path.remove(str(USER_BACKENDS))
+    assert kernels.origin("oracle").kind == "built-in"
+
+
+def _doc_blocks() -> dict[str, str]:
+    """The docs' Python blocks that start with '# <file>.py', by file name."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    return {m.group(1): b for b in blocks if (m := re.match(r"# (\w+\.py)\n", b))}
+
+
+def test_the_documented_examples_run_as_written(tmp_path: Path) -> None:
+    blocks = _doc_blocks()
+    assert set(blocks) == {"my_kernel.py", "my_torch_kernel.py"}
+    for name, code in blocks.items():
+        (tmp_path / name).write_text(code)
+    commands = re.findall(r"^PYTHONPATH=\. mxgate check (.*?)(?:\s+#.*)?$", DOC.read_text(), flags=re.M)
+    assert len(commands) == 3
+    import torch
+
+    for command in commands:
+        args = command.split()
+        if "cuda" in args and not torch.cuda.is_available():
+            continue
+        done = subprocess.run([sys.executable, "-m", "mxgate", "check", *args], cwd=tmp_path, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == outcome.EXIT_PASS, (command, done.stdout[-3000:], done.stderr[-2000:])
+    assert (tmp_path / "gate.xml").is_file()
+    profile_block = next(b for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+                         if "profiles.register" in b)
+    script = profile_block + textwrap.dedent("""
+        from mxgate import oracle
+        assert oracle.encode_e2m1(np.float32([0.75]), "my-kernel").tolist() == [1]  # toward zero
+        """)
+    done = subprocess.run([sys.executable, "-c", "import numpy as np\n" + script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def _make_plugin_package(root: Path, entry_name: str) -> Path:
+    package = root / "plugin_src"
+    (package / "mxgate_user_plugin").mkdir(parents=True)
+    (package / "mxgate_user_plugin" / "__init__.py").write_text(textwrap.dedent("""
+        import ml_dtypes
+        import numpy as np
+        from mxgate.kernels import Backend, Op
+
+        class Plugged(Backend):
+            description = "an installed package's backend"
+
+            def ops(self):
+                cast = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+                return {"e2m1.encode": Op("e2m1.encode", "ml_dtypes", cast)}
+        """))
+    (package / "pyproject.toml").write_text(textwrap.dedent(f"""
+        [build-system]
+        requires = ["setuptools>=68"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "mxgate-user-plugin"
+        version = "0.0.1"
+
+        [project.entry-points."mxgate.backends"]
+        {entry_name} = "mxgate_user_plugin:Plugged"
+
+        [tool.setuptools]
+        packages = ["mxgate_user_plugin"]
+        """))
+    return package
+
+
+def _venv_with(tmp_path: Path, entry_name: str) -> Path:
+    # --without-pip: the outer pip and setuptools (which builds wheels) serve the venv
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    package = _make_plugin_package(tmp_path, entry_name)
+    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                           "--no-build-isolation", str(package)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return python
+
+
+@pytest.mark.slow
+def test_an_installed_packages_entry_point_is_picked_up(tmp_path: Path) -> None:
+    python = _venv_with(tmp_path, "plugged-ml-dtypes")
+    env = dict(os.environ)
+    listed = subprocess.run([str(python), "-m", "mxgate", "backends", "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    entry = next(e for e in json.loads(listed.stdout) if e["name"] == "plugged-ml-dtypes")
+    assert entry["origin"].startswith("entry point of mxgate-user-plugin") and entry["available"]
+    assert entry["ops"] == {"e2m1.encode": "ml_dtypes"}
+    done = subprocess.run([str(python), "-m", "mxgate", "check", "--backend", "plugged-ml-dtypes", "--tier", "quick",
+                           "--json", "m.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:]
+    cells = json.loads((tmp_path / "m.json").read_text())["cells"]
+    assert [c["backend"] for c in cells] == ["plugged-ml-dtypes"] and cells[0]["verdict"] == "exact"
+
+
+@pytest.mark.slow
+def test_an_entry_point_clashing_with_a_built_in_is_a_usage_error(tmp_path: Path) -> None:
+    python = _venv_with(tmp_path, "oracle")
+    done = subprocess.run([str(python), "-m", "mxgate", "check", "--backend", "oracle", "--tier", "quick"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == outcome.EXIT_USAGE
+    assert "clashes with the built-in backend" in done.stderr and "Traceback" not in done.stderr
