@@ -53,9 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
             broken.set_defaults(_broken=str(error))
             continue
         module.add_parser(sub)
-        # also accepted after the command (`mxgate explain ... --debug`)
-        sub.choices[name].add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                                       help="show the traceback of an error instead of one line")
     return parser
 
 
@@ -75,6 +72,11 @@ def _closed_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug is accepted anywhere on the line, nested subcommands included (`vectors regen --debug`)
+    debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
+    if debug:
+        argv.remove("--debug")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mxgate {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as error:
-        if args.debug:
+        if debug:
             raise
         if isinstance(error, CliError):
             status, kind = error.status, "error"
