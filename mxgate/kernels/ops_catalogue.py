@@ -56,3 +56,51 @@ POSITIONAL: dict[str, tuple[str, ...]] = {
 OPS.setdefault("e2m1.decode", "(codes: uint8[...]) -> float32[...], the 16 E2M1 values (no scaling)")
 OPS.setdefault("e8m0.scale", "(amax: float32[...]) -> uint8[...] e8m0 scale bytes under the profile's policy")
 OPS.setdefault("ue8m0.round", "(scale: float32[...]) -> float32[...] the scale rounded to a power of two (ue8m0)")
+
+# vLLM PR #42908's ROCm Triton kernels (mxgate.kernels.vllm_triton; oracle: mxgate.oracle.ops.logits_vllm
+# and quant_vllm). The FP4 K cache is the vllm-fp4-indexer-k layout: uint8 [num_blocks, page_bytes].
+OPS.update({
+    "vllm.fp4_paged_mqa_logits": (
+        "(q_fp4: uint8[B, next_n, H, 64], q_e8m0: uint8[B, next_n, H, 4], kv_cache: uint8[num_blocks, page_bytes] "
+        "(vllm-fp4-indexer-k), weights: float32[B*next_n, H], context_lens: int32[B] | int32[B, next_n], "
+        "block_tables: int32[B, max_blocks], max_context_len: int, *, block_size: int = 64, clean_logits: bool = True, "
+        "knobs: dict[str, str] | None = None) -> float32[B*next_n, max_context_len], written for t < limit "
+        "(ctx[b] - (next_n - 1 - n), or ctx[b, n]; at most max_context_len), -inf elsewhere when clean_logits"
+    ),
+    "vllm.fp4_mqa_logits": (
+        "(q_fp4: uint8[S, H, 64], q_e8m0: uint8[S, H, 4], k_fp4: uint8[N, 64], k_e8m0: uint8[N, 4], "
+        "weights: float32[S, H], cu_seqlen_ks: int32[S], cu_seqlen_ke: int32[S], *, clean_logits: bool = True, "
+        "knobs: dict[str, str] | None = None) -> float32[S, N], written in [max(ks, 0), min(ke, N))"
+    ),
+    "vllm.fp8_paged_mqa_logits": (
+        "(q_fp8: uint8[B, next_n, H, D] e4m3 codes (the platform's FP8 dtype), kv_cache: uint8[num_blocks, "
+        "block_size, D+4] (aiter-fp8-kv), weights: float32[B*next_n, H], context_lens: int32[B] | int32[B, next_n], "
+        "block_tables: int32[B, max_blocks], max_context_len: int, *, clean_logits: bool = True) "
+        "-> float32[B*next_n, max_context_len]"
+    ),
+    "vllm.fp4_paged_mqa_logits_topk": (
+        "(the inputs of vllm.fp4_paged_mqa_logits without clean_logits/knobs, topk: int) -> int32[B*next_n, topk] "
+        "token indices (a set; rows with at most topk window cells: 0..limit-1 then -1)"
+    ),
+    "vllm.fp4_paged_mqa_logits_tile_topk": "(as vllm.fp4_paged_mqa_logits_topk) -> int32[B*next_n, topk]",
+    "vllm.indexer_q_mxfp4": (
+        "(x_bf16: uint16[T, H, 128], weights: float32[T, H], softmax_scale: float, head_scale: float) -> "
+        "(packed uint8[T, H, 64], e8m0 uint8[T, H, 4], weights_out float32[T, H]) at a cos 1 / sin 0 position"
+    ),
+    "vllm-fp4-indexer-k.store": (
+        "(k_bf16: uint16[T, 128], slots: int64[T], cache: uint8[num_blocks, page_bytes], *, block_size: int = 64) "
+        "-> cache, slots < 0 skipped; k values 0 or 2^-60 <= |x| < 2^36"
+    ),
+})
+POSITIONAL.update({
+    "vllm.fp4_paged_mqa_logits": ("q_fp4", "q_e8m0", "kv_cache", "weights", "context_lens", "block_tables",
+                                  "max_context_len"),
+    "vllm.fp4_mqa_logits": ("q_fp4", "q_e8m0", "k_fp4", "k_e8m0", "weights", "cu_seqlen_ks", "cu_seqlen_ke"),
+    "vllm.fp8_paged_mqa_logits": ("q_fp8", "kv_cache", "weights", "context_lens", "block_tables", "max_context_len"),
+    "vllm.fp4_paged_mqa_logits_topk": ("q_fp4", "q_e8m0", "kv_cache", "weights", "context_lens", "block_tables",
+                                       "max_context_len", "topk"),
+    "vllm.fp4_paged_mqa_logits_tile_topk": ("q_fp4", "q_e8m0", "kv_cache", "weights", "context_lens",
+                                            "block_tables", "max_context_len", "topk"),
+    "vllm.indexer_q_mxfp4": ("x_bf16", "weights", "softmax_scale", "head_scale"),
+    "vllm-fp4-indexer-k.store": ("k_bf16", "slots", "cache"),
+})
