@@ -1,0 +1,117 @@
+"""Exhaustive sweeps judged on the device: a backend's element encoder on every float32.
+
+    result = sweep_device(lambda x: my_kernel(x), "gfx950", "cuda")
+    print(result.summary())
+
+The backend and the twin both see all 2^32 patterns, chunk by chunk, on the device; only the
+mismatch counts and the first examples come back to the host. The twin's encoder is the
+oracle's rounding table at the oracle's index (tests compare it with the NumPy oracle over
+every input), so a mismatch is the backend's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from mxgate.oracle import profiles as _profiles
+from mxgate.twin._bits import as_i32, is_nan_bits
+from mxgate.twin.formats import e2m1, e4m3
+from mxgate.twin.rounding import lookup
+
+TOTAL = 1 << 32
+CHUNK_BITS = 28
+FORMATS = ("e2m1", "e4m3")
+_SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+
+
+@dataclass
+class DeviceSweep:
+    profile: str
+    fmt: str
+    inputs: int = 0
+    mismatches: int = 0
+    nan_mismatches: int = 0  # of which the input was a NaN (some backends differ there by design)
+    examples: list[tuple[int, int, int]] = field(default_factory=list)  # (input bits, twin, backend)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        head = (f"{self.fmt} device sweep, profile {self.profile}: {self.inputs:,} inputs, "
+                f"{self.mismatches:,} mismatches ({self.nan_mismatches:,} on NaN inputs), {self.seconds:.2f} s")
+        rows = [f"  input 0x{b & 0xFFFFFFFF:08X}: twin 0x{t:02X}, backend 0x{k:02X}" for b, t, k in self.examples]
+        return "\n".join([head] + rows)
+
+
+def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> tuple[torch.Tensor, int]:
+    """(rounding table on ``device``, keep_bits) of the twin's encoder for ``fmt`` under the profile."""
+    p = _profiles.get(profile)
+    if fmt == "e2m1":
+        return e2m1.table(p, device), e2m1.KEEP_BITS
+    if fmt == "e4m3":
+        return e4m3.table(p.fp8_variant, _SATURATE[p.fp8_overflow], device), e4m3.KEEP_BITS
+    raise ValueError(f"fmt must be one of {', '.join(FORMATS)}; got {fmt!r}")
+
+
+def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
+    """int32 tensor of the float32 patterns start .. start + count - 1 (uint32 order)."""
+    return torch.arange(count, dtype=torch.int32, device=device) + as_i32(start)
+
+
+def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profile: str | _profiles.Profile,
+                 device: str | torch.device = "cuda", *, fmt: str = "e2m1", chunk_bits: int = CHUNK_BITS,
+                 chunks: range | None = None, max_examples: int = 10) -> DeviceSweep:
+    """Judge ``backend_encoder`` (float32 tensor -> uint8 codes, one per element, same shape)
+    on every float32 input (or the 2^chunk_bits-input ``chunks``) against the twin."""
+    p = _profiles.get(profile)
+    dev = torch.device(device)
+    table, keep_bits = reference(p, fmt, dev)
+    count = 1 << chunk_bits
+    chunks = range(TOTAL >> chunk_bits) if chunks is None else chunks
+    result = DeviceSweep(p.name, fmt)
+    base = torch.arange(count, dtype=torch.int32, device=dev)
+    bad_total = torch.zeros((), dtype=torch.int64, device=dev)
+    bad_nan = torch.zeros((), dtype=torch.int64, device=dev)
+    flagged: list[tuple[int, torch.Tensor]] = []
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    start_time = time.perf_counter()
+    for index in chunks:
+        u = base + as_i32(index << chunk_bits)
+        actual = backend_encoder(u.view(torch.float32))
+        if not isinstance(actual, torch.Tensor) or actual.shape != u.shape:
+            raise ValueError(f"backend_encoder must return a tensor of shape {tuple(u.shape)}, got "
+                             f"{getattr(actual, 'shape', type(actual).__name__)}")
+        differ = lookup(u, table, keep_bits) != actual.to(device=dev, dtype=torch.uint8)
+        bad = differ.sum()
+        bad_total += bad
+        bad_nan += (differ & is_nan_bits(u)).sum()
+        flagged.append((index, bad))
+        result.inputs += count
+        if len(flagged) >= 4:  # look back at a few chunks at a time: one host sync per group
+            _collect(result, flagged, base, table, keep_bits, backend_encoder, chunk_bits, dev, max_examples)
+            flagged = []
+    _collect(result, flagged, base, table, keep_bits, backend_encoder, chunk_bits, dev, max_examples)
+    result.mismatches = int(bad_total)
+    result.nan_mismatches = int(bad_nan)
+    result.seconds = time.perf_counter() - start_time
+    return result
+
+
+def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base: torch.Tensor, table: torch.Tensor, keep_bits: int,
+             backend_encoder, chunk_bits: int, dev: torch.device, max_examples: int) -> None:
+    """Examples from chunks with mismatches (recomputed only for those: mismatches are rare)."""
+    if len(result.examples) >= max_examples:
+        return
+    counts = torch.stack([bad for _, bad in indices]).tolist() if indices else []
+    for (index, _), bad in zip(indices, counts):
+        if not bad or len(result.examples) >= max_examples:
+            continue
+        u = base + as_i32(index << chunk_bits)
+        actual = backend_encoder(u.view(torch.float32)).to(device=dev, dtype=torch.uint8)
+        ours = lookup(u, table, keep_bits)
+        where = torch.nonzero(ours != actual).reshape(-1)[: max_examples - len(result.examples)]
+        for i in where.tolist():
+            result.examples.append((int(u[i]), int(ours[i]), int(actual[i])))

@@ -1,0 +1,779 @@
+"""The torch twin (mxgate.twin) against the NumPy oracle, byte for byte.
+
+CPU part (CI): every rounding table, a strided sample of float32 patterns plus every boundary
+class and every bf16 pattern through each encoder under every profile, all 256 e8m0 / e4m3
+codes, Hypothesis blocks through quantize_mx, layout round trips against the oracle's buffers,
+the indexer op's configs, variants and special values. The fused Triton kernel runs under the
+CPU interpreter in a child process (Triton fixes interpreter vs compiled at its first import).
+
+GPU part (``--device cuda``, marked ``gpu``): every float32 input through every profile's E2M1
+encoder and every E4M3 rule, compared with the NumPy oracle's results on the same inputs, every
+non-negative amax pattern through the e8m0 policies, the compiled fused kernel, the layouts and
+the op configs on the device. Each comparison counts what it compared; a mismatch message names
+the seed, profile and first differing inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from mxgate import oracle  # noqa: E402
+from mxgate import twin  # noqa: E402
+from mxgate.conformance.test_elements import _boundary_f32  # noqa: E402
+from mxgate.oracle import layouts as olayouts  # noqa: E402
+from mxgate.oracle import profiles  # noqa: E402
+from mxgate.oracle.formats import e2m1 as oe2m1  # noqa: E402
+from mxgate.oracle.formats import e4m3 as oe4m3  # noqa: E402
+from mxgate.oracle.ops import indexer_cases as cases  # noqa: E402
+from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
+from mxgate.twin import layouts as tlayouts  # noqa: E402
+from mxgate.twin import mx as tmx  # noqa: E402
+from mxgate.twin import scale_table  # noqa: E402
+from mxgate.twin.formats import e2m1 as te2m1  # noqa: E402
+from mxgate.twin.formats import e4m3 as te4m3  # noqa: E402
+from mxgate.twin.ops import f32math as tf32  # noqa: E402
+from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op  # noqa: E402
+from mxgate.vectors.families._values import NAN_PAYLOADS, bf16_patterns, f32  # noqa: E402
+
+SEED = 20261201
+PROFILES = profiles.names()
+SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+E4M3_RULES = [(v, s) for v in ("fn", "fnuz") for s in (False, True, "satfinite")]
+CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def rng_of(seed: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(seed))
+
+
+def tt(a: np.ndarray, device: str = "cpu") -> torch.Tensor:
+    """NumPy -> torch with the same bytes (uint16 / uint32 through their signed views)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.uint16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.uint16).to(device)
+    if a.dtype == np.uint32:
+        return torch.from_numpy(a.view(np.int32).copy()).to(device)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(device)
+    return torch.from_numpy(a.copy()).to(device)
+
+
+def raw_bytes(a) -> np.ndarray:
+    if isinstance(a, torch.Tensor):
+        a = a.detach().contiguous().cpu()
+        return a.view(torch.uint8).numpy().reshape(-1) if a.numel() else np.zeros(0, np.uint8)
+    return np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+
+
+def assert_same(expected, actual, note: str, inputs: np.ndarray | None = None) -> int:
+    """Byte equality (shape included); returns the number of elements compared."""
+    e_shape = tuple(np.shape(expected))
+    a_shape = tuple(actual.shape)
+    assert e_shape == a_shape, f"{note}: shape {a_shape}, oracle {e_shape}"
+    eb, ab = raw_bytes(expected), raw_bytes(actual)
+    if not np.array_equal(eb, ab):
+        item = max(1, eb.size // max(1, int(np.prod(e_shape))))
+        bad = np.flatnonzero(eb != ab)
+        first = sorted(set((bad // item).tolist()))[:5]
+        shown = ""
+        if inputs is not None:
+            flat = np.ascontiguousarray(inputs).reshape(-1)
+            shown = " inputs " + ", ".join(f"0x{int(flat[i].view(np.uint32)) if flat.dtype == np.float32 else int(flat[i]):08X}"
+                                           for i in first if i < flat.size)
+        raise AssertionError(f"{note}: {bad.size} bytes differ, first elements {first}{shown}")
+    return int(np.prod(e_shape))
+
+
+def strided_patterns(count: int, seed: int) -> np.ndarray:
+    """count float32 patterns spread over all 2^32: a random start, an odd random stride."""
+    rng = rng_of(seed)
+    start = int(rng.integers(0, 1 << 32))
+    stride = int(rng.integers(1 << 10, 1 << 22)) | 1
+    return ((start + stride * np.arange(count, dtype=np.uint64)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
+def boundary_patterns() -> np.ndarray:
+    """The suite's element boundary classes, NaN payloads, and scale edges (6*2^k, floors, 2^k +-1)."""
+    pats = [_boundary_f32().view(np.uint32), np.array(NAN_PAYLOADS, dtype=np.uint64).astype(np.uint32)]
+    edges = []
+    for k in range(-149, 128):
+        p = (k + 127) << 23 if k >= -126 else 1 << (k + 149)
+        for b in (p, int(np.float32(6.0 * 2.0**k).view(np.uint32)) if -146 <= k <= 125 else p):
+            edges += [b - 1, b, b + 1]
+    for floor in (profiles.AITER_AMAX_FLOOR, 1e-10, 1e-8, 1e-4):
+        b = int(np.float32(floor).view(np.uint32))
+        edges += [b - 1, b, b + 1]
+    edges = np.array([e for e in edges if 0 <= e < 0x80000000], dtype=np.uint32)
+    pats += [edges, edges | np.uint32(0x80000000)]
+    return np.unique(np.concatenate(pats))
+
+
+def element_inputs(seed: int) -> np.ndarray:
+    """2^20 strided patterns, every boundary class, every bf16 pattern (as float32)."""
+    return np.unique(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))
+
+
+# ---- element codecs and tables ---------------------------------------------------------------
+
+
+def test_rounding_tables_equal_the_oracles() -> None:
+    """Every table entry (every class of sign, exponent, kept bits and sticky bit)."""
+    for name in PROFILES:
+        assert_same(oe2m1.table(name), te2m1.table(name), f"e2m1 table {name}")
+    for variant, saturate in E4M3_RULES:
+        assert_same(oe4m3.table(variant, saturate), te4m3.table(variant, saturate), f"e4m3 table {variant} {saturate}")
+
+
+def test_encode_e2m1_every_profile() -> None:
+    u = element_inputs(SEED)
+    x = u.view(np.float32)
+    assert u.size > (1 << 20) + 65536
+    for name in PROFILES:
+        assert_same(oracle.encode_e2m1(x, name), twin.encode_e2m1(tt(x), name), f"seed {SEED} e2m1 {name}", x)
+
+
+def test_encode_e2m1_with_every_scale_byte() -> None:
+    """Every boundary class times every e8m0 byte, and random (pattern, byte) pairs."""
+    rng = rng_of(SEED + 1)
+    b = boundary_patterns()
+    u = np.concatenate([np.repeat(b, 256), strided_patterns(1 << 17, SEED + 1)])
+    s = np.concatenate([np.tile(np.arange(256, dtype=np.uint8), b.size),
+                        rng.integers(0, 256, 1 << 17, dtype=np.uint8)])
+    x = u.view(np.float32)
+    for name in PROFILES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = oracle.encode_e2m1(x, name, scale=s)
+        assert_same(expected, twin.encode_e2m1(tt(x), name, scale=tt(s)), f"seed {SEED + 1} e2m1+scale {name}", x)
+
+
+def test_encode_e4m3_every_rule() -> None:
+    x = element_inputs(SEED + 2).view(np.float32)
+    for variant, saturate in E4M3_RULES:
+        assert_same(oracle.encode_e4m3(x, variant, saturate), twin.encode_e4m3(tt(x), variant, saturate),
+                    f"seed {SEED + 2} e4m3 {variant} {saturate}", x)
+
+
+def test_decoders_every_code() -> None:
+    codes16 = np.arange(16, dtype=np.uint8)
+    assert_same(oracle.decode_e2m1(codes16), twin.decode_e2m1(tt(codes16)), "decode_e2m1")
+    codes = np.arange(256, dtype=np.uint8)
+    for variant in ("fn", "fnuz"):
+        assert_same(oracle.decode_e4m3(codes, variant), twin.decode_e4m3(tt(codes), variant), f"decode_e4m3 {variant}")
+    for name in PROFILES:
+        assert_same(oracle.decode_e8m0(codes, name), twin.decode_e8m0(tt(codes), name), f"decode_e8m0 {name}")
+    pairs = np.arange(256, dtype=np.uint8).reshape(1, 256)
+    assert_same(oracle.unpack_nibbles(pairs), twin.unpack_nibbles(tt(pairs)), "unpack_nibbles")
+    assert_same(oracle.pack_nibbles(oracle.unpack_nibbles(pairs)), twin.pack_nibbles(twin.unpack_nibbles(tt(pairs))), "pack")
+
+
+def test_bf16_rounding_every_profile() -> None:
+    rng = rng_of(SEED + 3)
+    u = element_inputs(SEED + 3)
+    # patterns at every bf16 rounding boundary: low halves 0x7FFF, 0x8000, 0x8001
+    top = rng.integers(0, 1 << 16, 1 << 14, dtype=np.uint32) << np.uint32(16)
+    u = np.concatenate([u, top | 0x7FFF, top | 0x8000, top | 0x8001])
+    x = u.view(np.float32)
+    for name in PROFILES:
+        assert_same(oracle.bf16_bits(x, name), twin.bf16_bits(tt(x), name), f"seed {SEED + 3} bf16 {name}", x)
+        assert_same(oracle.round_bf16(x, name), twin.round_bf16(tt(x), name), f"round_bf16 {name}", x)
+    every = np.arange(1 << 16, dtype=np.uint16)
+    assert_same(oracle.bf16_to_f32(every), twin.bf16_to_f32(tt(every)), "bf16_to_f32 every pattern")
+
+
+def test_float16_conversions_are_numpys() -> None:
+    x = element_inputs(SEED + 4).view(np.float32)
+    with np.errstate(over="ignore"):
+        expected = x.astype(np.float16)
+    assert_same(expected.view(np.uint16).astype(np.int32), tf32.f32_to_f16_bits(tt(x)), "f32 -> f16", x)
+    every = np.arange(1 << 16, dtype=np.uint16)
+    assert_same(every.view(np.float16).astype(np.float32), tf32.f16_bits_to_f32(tt(every.astype(np.int32))), "f16 -> f32")
+
+
+# ---- scales ----------------------------------------------------------------------------------
+
+
+def amax_inputs(seed: int) -> np.ndarray:
+    """Non-negative patterns: a strided sample, the boundaries, Inf and NaN patterns."""
+    u = np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns()]) & np.uint32(0x7FFFFFFF)
+    return np.unique(np.concatenate([u, np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32)]))
+
+
+def test_e8m0_scale_every_profile() -> None:
+    a = amax_inputs(SEED + 5).view(np.float32)
+    for name in PROFILES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = oracle.e8m0_scale(a, name)
+        assert_same(expected, twin.e8m0_scale(tt(a), name), f"seed {SEED + 5} e8m0_scale {name}", a)
+
+
+def test_scale_step_table_matches_the_oracle() -> None:
+    """The fused kernel's rule: bytes by bisection in the step table, at every start and its
+    predecessor and on a strided sample."""
+    base = amax_inputs(SEED + 6)
+    for name in PROFILES:
+        starts = scale_table.segments(name)[0].numpy()
+        inside = starts[(starts > 0) & (starts < scale_table.DOMAIN)]
+        u = np.unique(np.concatenate([base, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = oracle.e8m0_scale(u.view(np.float32), name)
+        assert_same(expected, scale_table.scale_from_table(tt(u), name), f"step table {name}", u)
+
+
+# ---- quantize_mx / dequantize_mx -------------------------------------------------------------
+
+_SPECIAL_ELEMENTS = [0x7FC00000, 0xFF800000, 0x7F800000, 0x00000001, 0x80000000, 0x7F7FFFFF, 0x7FA00001]
+
+
+def _blocks(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
+    """Blocks mixing roughly normal values over many binades, E2M1 midpoints times powers of
+    two, random bit patterns and special values."""
+    scale = np.float32(2.0) ** rng.integers(-140, 120, (rows, 1)).astype(np.float32)
+    normal = (rng.standard_normal((rows, n)).astype(np.float32) * scale).astype(np.float32)
+    mids = (rng.choice(np.float32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0]), (rows, n))
+            * scale * np.float32(0.25)).astype(np.float32)
+    bits = rng.integers(0, 1 << 32, (rows, n), dtype=np.uint64).astype(np.uint32).view(np.float32)
+    pick = rng.integers(0, 4, (rows, 1))
+    x = np.where(pick == 0, normal, np.where(pick == 1, mids, np.where(pick == 2, bits, normal)))
+    special = rng.random((rows, n)) < 0.01
+    x = np.where(special, f32(rng.choice(_SPECIAL_ELEMENTS, (rows, n))), x)
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def test_quantize_mx_large_every_profile() -> None:
+    rng = rng_of(SEED + 7)
+    x = _blocks(rng, 4096, 128)
+    xb = f32(oracle.bf16_bits(x).astype(np.uint32) << np.uint32(16)).reshape(x.shape)
+    for name in PROFILES:
+        for label, data, tensor in (("f32", x, tt(x)), ("bf16", xb, tt(oracle.bf16_bits(x)).view(torch.bfloat16))):
+            with np.errstate(over="ignore", invalid="ignore"):
+                p, s = oracle.quantize_mx(data, name)
+            tp, ts = tmx.quantize_mx(tensor, name)
+            assert_same(p, tp, f"seed {SEED + 7} quantize_mx {label} {name} packed")
+            assert_same(s, ts, f"seed {SEED + 7} quantize_mx {label} {name} e8m0")
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), group=st.sampled_from([2, 4, 8, 16, 32, 64]),
+       groups=st.integers(1, 6), rows=st.integers(1, 5))
+def test_quantize_mx_hypothesis_blocks(seed: int, group: int, groups: int, rows: int) -> None:
+    x = _blocks(rng_of(seed), rows, group * groups)
+    for name in PROFILES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            p, s = oracle.quantize_mx(x, name, group)
+        tp, ts = twin.quantize_mx(tt(x), name, group)
+        assert_same(p, tp, f"seed {seed} group {group} quantize_mx {name} packed", x)
+        assert_same(s, ts, f"seed {seed} group {group} quantize_mx {name} e8m0", x)
+        assert_same(oracle.dequantize_mx(p, s, name, group), twin.dequantize_mx(tp, ts, name, group),
+                    f"seed {seed} dequantize_mx {name}")
+
+
+def test_dequantize_mx_every_byte_under_every_scale() -> None:
+    packed = np.tile(np.arange(256, dtype=np.uint8), 256).reshape(-1, 1)
+    scales = np.repeat(np.arange(256, dtype=np.uint8), 256).reshape(-1, 1)
+    for name in PROFILES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = oracle.dequantize_mx(packed, scales, name, 2)
+        assert_same(expected, twin.dequantize_mx(tt(packed), tt(scales), name, 2), f"dequantize_mx {name}")
+
+
+def test_quantize_mx_errors_are_the_oracles() -> None:
+    with pytest.raises(ValueError) as want:
+        oracle.quantize_mx(np.zeros(31, np.float32), "gfx950")
+    with pytest.raises(ValueError) as got:
+        twin.quantize_mx(torch.zeros(31), "gfx950")
+    assert str(got.value) == str(want.value)
+    with pytest.raises(TypeError, match="^x must have dtype float32, bfloat16 or float16"):
+        twin.quantize_mx(torch.zeros(32, dtype=torch.float64))
+    with pytest.raises(ValueError, match="^profile must be one of"):
+        twin.quantize_mx(torch.zeros(32), "no-such-profile")
+
+
+# ---- the fused Triton kernel (interpreter in a child process, compiled on the GPU) -------------
+
+
+def _fused_unavailable(device: str) -> str | None:
+    from mxgate.twin import fused
+
+    probe = torch.zeros(32, device=device)
+    return fused.unavailable(probe, 32)
+
+
+def _fused_check(device: str, rows: int, seed: int) -> int:
+    from mxgate.twin import fused
+
+    rng = rng_of(seed)
+    x = _blocks(rng, rows, 64)
+    compared = 0
+    for name in PROFILES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            p, s = oracle.quantize_mx(x, name)
+            pb, sb = oracle.quantize_mx(f32(oracle.bf16_bits(x).astype(np.uint32) << np.uint32(16)).reshape(x.shape), name)
+        tp, ts = fused.quantize_mx(tt(x, device), name)
+        compared += assert_same(p, tp, f"seed {seed} fused f32 {name} packed", x)
+        assert_same(s, ts, f"seed {seed} fused f32 {name} e8m0", x)
+        bp, bs = fused.quantize_mx(tt(oracle.bf16_bits(x), device).view(torch.bfloat16), name)
+        assert_same(pb, bp, f"seed {seed} fused bf16 {name} packed")
+        assert_same(sb, bs, f"seed {seed} fused bf16 {name} e8m0")
+    return compared
+
+
+def _scale_bits_check(device: str, u: np.ndarray, note: str) -> None:
+    """The kernel's integer x * 2^(127 - byte) against the reference float multiply (twin,
+    with the oracle's NaN rules), for every e8m0 byte."""
+    from mxgate.twin import fused
+
+    byte = np.tile(np.arange(256, dtype=np.uint8), u.size)
+    uu = np.repeat(u, 256)
+    d = np.where(byte == 255, -128, 127 - byte.astype(np.int32)).astype(np.int32)
+    for nan_is_nan, name in ((False, "gfx950"), (True, "ocp")):
+        got = fused.scale_bits(tt(uu, device), tt(d, device), nan_is_nan)
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = oe2m1.scaled_by_e8m0(uu.view(np.float32), byte, name).view(np.uint32)
+        assert_same(expected.astype(np.uint32).view(np.int32), got, f"{note} scale_bits nan_scale={name}", uu)
+
+
+def test_fused_under_the_interpreter() -> None:
+    if os.environ.get(CHILD_FLAG) != "1":
+        pytest.skip("runs in the interpreter child process (test_fused_interpreter_child)")
+    reason = _fused_unavailable("cpu")
+    if reason:
+        pytest.fail(f"interpreter child cannot run the kernel: {reason}")
+    _fused_check("cpu", 96, SEED + 8)
+    rng = rng_of(SEED + 9)
+    u = np.unique(np.concatenate([boundary_patterns()[::7], rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32),
+                                  (np.arange(1, 40, dtype=np.uint32) * np.uint32(0x9E3779B1)) & np.uint32(0x807FFFFF)]))
+    _scale_bits_check("cpu", u, f"seed {SEED + 9}")
+
+
+def test_fused_interpreter_child(request: pytest.FixtureRequest) -> None:
+    if os.environ.get(CHILD_FLAG) == "1":
+        pytest.skip("this is the child")
+    if request.config.getoption("--device") != "cpu":
+        pytest.skip("the compiled kernel is compared on the device (test_gpu_fused_*)")
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1", **{CHILD_FLAG: "1"})
+    root = Path(__file__).resolve().parents[1]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                           f"{__file__}::test_fused_under_the_interpreter"],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout, done.stdout[-2000:]
+
+
+def test_twin_dispatch_takes_the_reference_form_without_the_kernel() -> None:
+    from mxgate.twin import quantize
+
+    x = np.linspace(-7, 7, 128, dtype=np.float32).reshape(4, 32)
+    p, s = oracle.quantize_mx(x.astype(np.float16), "gfx950")
+    tp, ts = quantize.quantize_mx(tt(x).to(torch.float16), "gfx950")  # float16: the reference form
+    assert_same(p, tp, "float16 input packed")
+    assert_same(s, ts, "float16 input e8m0")
+    with pytest.raises(RuntimeError, match="fused quantize_mx cannot run here"):
+        quantize.quantize_mx(tt(x).to(torch.float16), "gfx950", fused=True)
+
+
+# ---- layouts ---------------------------------------------------------------------------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_layouts import CASES, random_logical  # noqa: E402
+
+
+def _layout_roundtrip(name: str, dims: dict, seed: int, device: str) -> int:
+    layout, twin_layout = olayouts.get(name), tlayouts.get(name)
+    rng = rng_of(seed)
+    total = layout.num_slots(**dims)
+    if layout.slot_rule == "row_mask":
+        n = total
+        slots = np.where(rng.random(n) < 0.3, -1, int(rng.integers(0, 9))).astype(np.int64)
+    else:
+        n = int(rng.integers(0, total + 1))
+        slots = rng.permutation(total)[:n].astype(np.int64)
+        slots[rng.random(n) < 0.2] = int(rng.choice([-1, -2, -64]))
+    arrays = random_logical(layout, n, rng, **dims)
+    buf = layout.new_buffer(**dims)
+    layout.scatter(buf, *arrays, slots=slots, **dims)
+    tbuf = twin_layout.new_buffer(device=device, **dims)
+    assert twin_layout.scatter(tbuf, *[tt(a, device) for a in arrays], slots=tt(slots, device), **dims) is tbuf
+    assert_same(buf, tbuf, f"seed {seed} {name} {dims} scatter")
+    for got, want in zip(twin_layout.gather(tbuf, slots=tt(slots, device), **dims), layout.gather(buf, slots=slots, **dims)):
+        assert_same(want, got, f"seed {seed} {name} gather")
+    for got, want in zip(twin_layout.gather(tbuf, **dims), layout.gather(buf, **dims)):
+        assert_same(want, got, f"seed {seed} {name} gather every slot")
+    return buf.size
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in d.items())}" for n, d in CASES])
+def test_layout_scatter_gather_equals_the_oracle(case: int) -> None:
+    name, dims = CASES[case]
+    for seed in range(SEED, SEED + 4):
+        _layout_roundtrip(name, dims, seed + case, "cpu")
+
+
+def test_layout_errors_are_the_oracles() -> None:
+    kv, tkv = olayouts.get("aiter-fp4-kv"), tlayouts.get("aiter-fp4-kv")
+    packed = np.zeros((2, 64), np.uint8)
+    for slots in ([3, 3], [0, 10**6]):
+        with pytest.raises(ValueError) as want:
+            kv.scatter(kv.new_buffer(num_blocks=1), packed, slots=np.array(slots))
+        with pytest.raises(ValueError) as got:
+            tkv.scatter(tkv.new_buffer(num_blocks=1), tt(packed), slots=torch.tensor(slots))
+        assert str(got.value) == str(want.value)
+    with pytest.raises(ValueError) as want:
+        kv.scatter(np.zeros((1, 1, 4, 64, 15), np.uint8), packed)
+    with pytest.raises(ValueError) as got:
+        tkv.scatter(torch.zeros((1, 1, 4, 64, 15), dtype=torch.uint8), tt(packed))
+    assert str(got.value) == str(want.value)
+    with pytest.raises(ValueError, match="unknown layout"):
+        tlayouts.get("no-such-layout")
+
+
+# ---- the indexer op --------------------------------------------------------------------------
+
+
+def op_inputs(args: dict, device: str = "cpu") -> dict:
+    return {k: (tt(v, device) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
+
+def compare_op(args: dict, note: str, device: str = "cpu", general: bool = False, **options) -> int:
+    """Twin vs oracle on every output; general: the oracle's general path (its bf16 fast path
+    off), which the twin mirrors."""
+    from mxgate.oracle.ops import indexer as oracle_indexer
+
+    saved = oracle_indexer._FAST_PATH
+    oracle_indexer._FAST_PATH = saved and not general
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            want = oracle.ops.indexer_qk_rope_quant_and_cache(**cases.copy_case(args), **options)
+    finally:
+        oracle_indexer._FAST_PATH = saved
+    got = twin_op(**op_inputs(cases.copy_case(args), device), **options)
+    compared = 0
+    for field, w, g in zip(want._fields, want, got):
+        if w is None:
+            assert g is None, f"{note}: {field} should be absent"
+            continue
+        compared += assert_same(w, g, f"{note} {field}")
+    return compared
+
+
+FP8_PROFILES = ["gfx950", "aiter-gfx942", "torch-cpu", "cuda-satfinite"]
+
+
+@pytest.mark.parametrize("config", cases.PR_FP4_CONFIGS, ids=[c.id for c in cases.PR_FP4_CONFIGS])
+def test_indexer_fp4_configs_every_profile(config) -> None:
+    args = cases.make_case(config)
+    for name in PROFILES:
+        compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
+
+
+def test_indexer_fp8_configs() -> None:
+    """All 192 FP8 configs under gfx950, every eighth under the other FP8 rules."""
+    for i, config in enumerate(cases.PR_FP8_CONFIGS):
+        args = cases.make_case(config)
+        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
+            compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
+
+
+@pytest.mark.parametrize("mode", ["fp4", "fp8"])
+def test_indexer_every_envelope_member(mode: str) -> None:
+    """The envelope probe, built so that each member gives different bytes, for every member."""
+    args = cases.envelope_probe_case(mode)
+    seen = set()
+    for variant in ofrontend.VARIANT_NAMES:
+        compare_op(args, f"probe {mode} {variant}", variant=variant)
+        out = twin_op(**op_inputs(cases.copy_case(args)), variant=variant)
+        seen.add(raw_bytes(out.kv_cache).tobytes())
+    assert len(seen) > 1, "the probe should tell the members apart"
+    config = cases.IndexerConfig(mode, 9, 16, False, True, "ue8m0", False, 16 if mode == "fp8" else 64)
+    for variant in ofrontend.VARIANT_NAMES:
+        compare_op(cases.make_case(config), f"{config.id} {variant}", variant=variant)
+
+
+_SPECIAL_BF16 = np.array([0x7F80, 0xFF80, 0xFFC0, 0x7FC1, 0x7F81, 0x0001, 0x8001, 0x7F7F, 0xFF7F,
+                          0x0080, 0x0000, 0x8000, 0x3F80, 0x1F80, 0x5F80], np.uint16)
+
+
+def _plant_specials(args: dict, rng: np.random.Generator) -> None:
+    """At most one special value per Q row (token, head), K row and cos/sin token row: where
+    two different NaNs meet, the oracle's pick follows NumPy's loop choice (see docs/twin.md)."""
+    q, k = args["q"], args["k"]
+    t, h, _ = q.shape
+    for rows, width in ((q.reshape(t * h, 128), 128), (k, 128)):
+        chosen = rng.random(rows.shape[0]) < 0.4
+        idx = np.flatnonzero(chosen)
+        rows[idx, rng.integers(0, width, idx.size)] = rng.choice(_SPECIAL_BF16, idx.size)
+    pos = np.clip(args["positions"], 0, args["cos_cache"].shape[0] - 1)
+    for token in rng.choice(t, size=max(1, t // 3), replace=False):
+        table = args["cos_cache"] if rng.random() < 0.5 else args["sin_cache"]
+        table[pos[token], rng.integers(0, 32)] = rng.choice(_SPECIAL_BF16)
+
+
+@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
+def test_indexer_special_values_and_scalar_kinds(seed: int) -> None:
+    rng = rng_of(seed)
+    mode = "fp4" if seed % 2 else "fp8"
+    config = cases.IndexerConfig(mode, int(rng.integers(1, 12)), 16 * int(rng.integers(1, 3)), bool(rng.integers(2)),
+                                 bool(rng.integers(2)), "ue8m0" if mode == "fp4" or rng.integers(2) else None,
+                                 mode == "fp8" and bool(rng.integers(2)), 64 if mode == "fp4" else 16)
+    args = cases.make_case(config, seed=seed, max_pos=64)
+    _plant_specials(args, rng)
+    kind = ("bf16", "fp16", "fp32")[seed % 3]
+    if kind != "bf16":
+        dtype = np.float16 if kind == "fp16" else np.float32
+        for name in ("q", "k", "weights", "cos_cache", "sin_cache"):
+            with np.errstate(over="ignore"):
+                args[name] = ofrontend.to_f32(args[name], "bf16").astype(dtype)
+        if mode == "fp4":
+            args["weights_out"] = np.zeros(args["weights_out"].shape, dtype)
+    variant = ofrontend.VARIANT_NAMES[seed % 6]
+    # the general path: the oracle's bf16 fast path takes a NaN's bit pattern as a group's amax,
+    # which is wrong for profiles whose reductions skip NaN (threshold, sglang-rne)
+    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
+        compare_op(args, f"seed {seed} {config.id} {kind} {variant} {name}", general=True, profile=name, variant=variant)
+
+
+def test_indexer_fresh_outputs_and_errors_are_the_oracles() -> None:
+    config = cases.IndexerConfig("fp4", 5, 16, True, False)
+    args = cases.make_case(config, seed=SEED)
+    fresh = dict(args, q_out=None, weights_out=None, kv_cache=None, q_scale_out=None, kv_cache_scale=None)
+    compare_op(fresh, "fresh outputs", mode="fp4", num_blocks=int(args["slot_mapping"].max()) // 64 + 2)
+    for key, value in (("quant_block_size", 64), ("scale_fmt", None), ("positions", np.full(5, 10**6, np.int64))):
+        bad = dict(cases.copy_case(args), **{key: value})
+        if key == "positions":
+            bad["slot_mapping"] = np.arange(5, dtype=np.int64)
+        with pytest.raises(ValueError) as want:
+            oracle.ops.indexer_qk_rope_quant_and_cache(**bad)
+        with pytest.raises(ValueError) as got:
+            twin_op(**op_inputs(bad))
+        assert str(got.value) == str(want.value)
+
+
+# ---- sweep_device and import hygiene ---------------------------------------------------------
+
+
+def test_sweep_device_counts_exactly() -> None:
+    """Judging one profile's encoder under another: the count equals the table difference
+    weighted by class sizes (even index: 1 pattern, odd index: 2^21 - 1), over the chunks run."""
+    from mxgate.twin.sweep import sweep_device
+
+    chunk_bits = 20
+    chunks = [0x3F8, 0x7F8, 0x7FC, 0xFFF, 0x000]  # normals, the NaN range, the top, zero
+    result = sweep_device(lambda x: twin.encode_e2m1(x, "ml_dtypes"), "gfx950", "cpu", chunk_bits=chunk_bits, chunks=chunks)
+    expected = 0
+    for c in chunks:
+        u = (np.arange(1 << chunk_bits, dtype=np.uint64) + (c << chunk_bits)).astype(np.uint32)
+        expected += int(np.count_nonzero(oracle.encode_e2m1(u.view(np.float32), "gfx950")
+                                         != oracle.encode_e2m1(u.view(np.float32), "ml_dtypes")))
+    assert result.inputs == len(chunks) << chunk_bits
+    assert result.mismatches == expected and expected > 0
+    assert result.nan_mismatches == expected  # the two profiles differ only in their NaN rule
+    assert result.examples and all(oracle.encode_e2m1(f32([b & 0xFFFFFFFF]), "gfx950")[0] == t for b, t, _ in result.examples)
+    same = sweep_device(lambda x: torch.from_numpy(oracle.encode_e2m1(x.numpy(), "gfx950")), "gfx950", "cpu",
+                        chunk_bits=chunk_bits, chunks=chunks)
+    assert same.mismatches == 0 and same.inputs == result.inputs
+
+
+def test_oracle_and_package_import_no_torch() -> None:
+    code = ("import sys, mxgate, mxgate.oracle, mxgate.oracle.ops, mxgate.oracle.layouts; "
+            "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    code = "import sys, mxgate.twin; assert 'triton' not in sys.modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+# =============================================================================================
+# GPU: every float32 input, judged against the NumPy oracle on the host
+# =============================================================================================
+
+GPU_CHUNK_BITS = 28
+
+
+def _host_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _parallel(fn, n: int, parts: int):
+    """fn(start, stop) over [0, n) on the host's cores (NumPy releases the GIL in its loops)."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    with ThreadPoolExecutor(parts) as pool:
+        list(pool.map(lambda i: fn(bounds[i], bounds[i + 1]), range(parts)))
+
+
+@pytest.mark.gpu
+def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """All 2^32 inputs: every profile's E2M1 encoder and every E4M3 rule, the twin on the
+    device against the oracle on the host, chunk by chunk (2^28 inputs)."""
+    from mxgate.twin.sweep import patterns
+
+    threads = _host_threads()
+    monkeypatch.setenv("MXGATE_THREADS", str(threads))  # the oracle's own loops use every core
+    count = 1 << GPU_CHUNK_BITS
+    checked = {}
+    for index in range(1 << (32 - GPU_CHUNK_BITS)):
+        start = index << GPU_CHUNK_BITS
+        x = np.empty(count, np.uint32)
+
+        def fill(a: int, b: int) -> None:
+            x[a:b] = (np.arange(a, b, dtype=np.uint64) + start).astype(np.uint32)
+
+        _parallel(fill, count, threads)
+        xf = x.view(np.float32)
+        u = patterns(start, count, torch.device("cuda"))
+        xd = u.view(torch.float32)
+        for name in PROFILES:
+            got = twin.encode_e2m1(xd, name).cpu().numpy()
+            want = oracle.encode_e2m1(xf, name)
+            if not np.array_equal(got, want):
+                bad = np.flatnonzero(got != want)[:5]
+                raise AssertionError(f"e2m1 {name}: inputs {[hex(int(x[i])) for i in bad]} twin {got[bad]} oracle {want[bad]}")
+            checked[f"e2m1 {name}"] = checked.get(f"e2m1 {name}", 0) + count
+        for variant, saturate in E4M3_RULES:
+            got = twin.encode_e4m3(xd, variant, saturate).cpu().numpy()
+            want = oracle.encode_e4m3(xf, variant, saturate)
+            if not np.array_equal(got, want):
+                bad = np.flatnonzero(got != want)[:5]
+                raise AssertionError(f"e4m3 {variant} {saturate}: inputs {[hex(int(x[i])) for i in bad]}")
+            key = f"e4m3 {variant} saturate={saturate}"
+            checked[key] = checked.get(key, 0) + count
+    assert all(v == 1 << 32 for v in checked.values()) and len(checked) == len(PROFILES) + len(E4M3_RULES)
+    print("\n".join(f"{k}: {v:,} inputs identical" for k, v in checked.items()))
+
+
+@pytest.mark.gpu
+def test_gpu_every_amax_through_every_scale_policy() -> None:
+    """All 2^31 non-negative patterns (+0 .. +Inf, NaN): the twin's e8m0_scale and the fused
+    kernel's step table on the device against the oracle's e8m0_scale on the host."""
+    from mxgate.twin.sweep import patterns
+
+    threads = _host_threads()
+    count = 1 << GPU_CHUNK_BITS
+    for name in PROFILES:
+        for index in range(1 << (31 - GPU_CHUNK_BITS)):
+            start = index << GPU_CHUNK_BITS
+            u = patterns(start, count, torch.device("cuda"))
+            eager = twin.e8m0_scale(u.view(torch.float32), name).cpu().numpy()
+            table = scale_table.scale_from_table(u, name).cpu().numpy()
+            want = np.empty(count, np.uint8)
+
+            def work(a: int, b: int) -> None:
+                a32 = (np.arange(a, b, dtype=np.uint64) + start).astype(np.uint32).view(np.float32)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    want[a:b] = oracle.e8m0_scale(a32, name)
+
+            _parallel(work, count, threads)
+            for label, got in (("e8m0_scale", eager), ("step table", table)):
+                if not np.array_equal(got, want):
+                    bad = np.flatnonzero(got != want)[:5]
+                    raise AssertionError(f"{label} {name}: amax patterns {[hex(start + int(i)) for i in bad]}")
+
+
+@pytest.mark.gpu
+def test_gpu_fused_quantize_compiled() -> None:
+    reason = _fused_unavailable("cuda")
+    if reason:
+        pytest.skip(f"not supported here: {reason}")
+    rows = 1 << 16
+    assert _fused_check("cuda", rows, SEED + 11) == len(PROFILES) * rows * 32  # packed bytes compared
+    from mxgate.twin import fused
+
+    rng = rng_of(SEED + 12)
+    x = _blocks(rng, 1 << 18, 128)
+    for name in PROFILES:
+        ref_p, ref_s = tmx.quantize_mx(tt(x, "cuda"), name)
+        p, s = fused.quantize_mx(tt(x, "cuda"), name)
+        assert torch.equal(p, ref_p) and torch.equal(s, ref_s), f"seed {SEED + 12} fused vs reference twin {name}"
+
+
+@pytest.mark.gpu
+def test_gpu_fused_scaling_every_float32() -> None:
+    """The kernel's integer power-of-two scaling, every float32 input for bytes that move it into
+    the subnormals, the top and across: against the twin's float multiply on the device, whose
+    NaN-free results are IEEE (and a boundary sample against the oracle on the host)."""
+    reason = _fused_unavailable("cuda")
+    if reason:
+        pytest.skip(f"not supported here: {reason}")
+    from mxgate.twin import fused
+    from mxgate.twin._bits import f32_bits
+    from mxgate.twin.sweep import patterns
+
+    _scale_bits_check("cuda", boundary_patterns(), "boundaries")
+    count = 1 << GPU_CHUNK_BITS
+    for byte in (0, 1, 100, 126, 127, 128, 150, 200, 253, 254, 255):
+        d = torch.full((count,), -128 if byte == 255 else 127 - byte, dtype=torch.int32, device="cuda")
+        b8 = torch.full((count,), byte, dtype=torch.uint8, device="cuda")
+        for index in range(1 << (32 - GPU_CHUNK_BITS)):
+            u = patterns(index << GPU_CHUNK_BITS, count, torch.device("cuda"))
+            for nan_is_nan, name in ((False, "gfx950"), (True, "ocp")):
+                got = fused.scale_bits(u, d, nan_is_nan)
+                want = f32_bits(te2m1.scaled_by_e8m0(u.view(torch.float32), b8, name))
+                assert torch.equal(got, want), f"byte {byte} chunk {index} {name}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_gpu_layouts(case: int) -> None:
+    name, dims = CASES[case]
+    _layout_roundtrip(name, dims, SEED + case, "cuda")
+
+
+@pytest.mark.gpu
+def test_gpu_indexer_configs() -> None:
+    compared = 0
+    for config in cases.PR_FP4_CONFIGS:
+        for name in PROFILES:
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", "cuda", profile=name)
+    for i, config in enumerate(cases.PR_FP8_CONFIGS):
+        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", "cuda", profile=name)
+    for mode in ("fp4", "fp8"):
+        for variant in ofrontend.VARIANT_NAMES:
+            compared += compare_op(cases.envelope_probe_case(mode), f"probe {mode} {variant}", "cuda", variant=variant)
+    print(f"indexer op on cuda: {compared:,} output elements identical")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
+def test_gpu_indexer_special_values(seed: int) -> None:
+    rng = rng_of(seed)
+    config = cases.IndexerConfig("fp4" if seed % 2 else "fp8", 40, 32, bool(seed % 3), bool(seed % 5), "ue8m0", False,
+                                 64 if seed % 2 else 16)
+    args = cases.make_case(config, seed=seed, max_pos=64)
+    _plant_specials(args, rng)
+    variant = ofrontend.VARIANT_NAMES[seed % 6]
+    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
+        compare_op(args, f"seed {seed} {config.id} {variant} {name}", "cuda", general=True, profile=name, variant=variant)
+
+
+@pytest.mark.gpu
+def test_gpu_sweep_device_counts_exactly() -> None:
+    """All 2^32 inputs judged on the device: ml_dtypes' NaN rule under gfx950 differs on exactly
+    the NaN classes where their tables differ (counted from the oracle's tables)."""
+    from mxgate.twin.sweep import sweep_device
+
+    a, b = oe2m1.table("gfx950"), oe2m1.table("ml_dtypes")
+    differ = a != b
+    expected = int(np.count_nonzero(differ[0::2])) + ((1 << 21) - 1) * int(np.count_nonzero(differ[1::2]))
+    result = sweep_device(lambda x: twin.encode_e2m1(x, "ml_dtypes"), "gfx950", "cuda")
+    print(result.summary())
+    assert result.inputs == 1 << 32
+    assert result.mismatches == expected == result.nan_mismatches
+    same = sweep_device(lambda x: twin.encode_e2m1(x, "gfx950"), "gfx950", "cuda")
+    print(same.summary())
+    assert same.mismatches == 0
