@@ -117,3 +117,109 @@ def test_a_missing_package_makes_a_backend_unavailable(name: str, monkeypatch: p
     monkeypatch.setattr(importlib.util, "find_spec", lambda module, *a: None if module in ("ml_dtypes", "torch") else real(module, *a))
     status = kernels.get(name).available()
     assert not status and "is not installed" in status.reason, status
+
+
+# ---- the adapter held to AITER's real declaration (aiter/ops/cache.py) and host checks ----------
+
+import os
+from pathlib import Path
+
+from mxgate.kernels.aiter import fit_call, read_signature, torch_dtype_names
+from mxgate.kernels.base import OutsideContract
+
+_SNAPSHOT_DECL = '''
+@compile_ops("module_cache", develop=True)
+def indexer_qk_rope_quant_and_cache(
+    q, q_out, weights, weights_out, k, kv_cache, slot_mapping, norm_weight, norm_bias, positions,
+    cos_cache, sin_cache, epsilon: float, quant_block_size: int, scale_fmt: str, weights_scale: float,
+    preshuffle: bool = False, is_neox: bool = True,
+) -> None: ...
+'''
+_HOST = '''void indexer_qk_rope_quant_and_cache(aiter_tensor_t& q, bool is_neox)
+{
+    AITER_CHECK(head_dim == 128, "indexer fused qk cache only supports head_dim=128");
+    AITER_CHECK(q_out.dtype() == AITER_DTYPE_fp8,
+                "q_out dtype must be " "fp8");
+    if(preshuffle) { AITER_CHECK(cache_block_size % 16 == 0, "preshuffle requires cache_block_size to be a multiple of 16, got ", cache_block_size); }
+}
+void other_op() { AITER_CHECK(x, "not this op"); }
+'''
+
+
+def _tree(tmp_path: Path, decl: str = _SNAPSHOT_DECL, host: str | None = _HOST) -> Path:
+    (tmp_path / "aiter" / "ops").mkdir(parents=True)
+    (tmp_path / "aiter" / "ops" / "cache.py").write_text(decl)
+    if host is not None:
+        (tmp_path / "csrc" / "kernels").mkdir(parents=True)
+        (tmp_path / "csrc" / "kernels" / "cache_kernels.cu").write_text(host)
+    return tmp_path
+
+
+def _fp8_arguments() -> dict[str, object]:
+    args = _fp4_arguments()
+    args.update(q_scale_out=None, kv_cache_scale=None, compute_all_q_rope=None, quant_block_size=128,
+                q_out=np.zeros((8, 32, 128), np.uint8), weights_out=np.zeros((8, 32), np.float32),
+                kv_cache=np.zeros((3, 64, 132), np.uint8))
+    return args
+
+
+def test_signature_and_host_checks_are_read_from_the_tree(tmp_path: Path) -> None:
+    sig = read_signature(_tree(tmp_path))
+    assert sig.names[-2:] == ("preshuffle", "is_neox") and not sig.fp4_mode
+    assert dict(sig.params)["is_neox"] and not dict(sig.params)["weights_scale"]
+    # only the op's own host function, string pieces joined, message prefix without the value
+    assert sig.host_checks == ("indexer fused qk cache only supports head_dim=128", "q_out dtype must be fp8",
+                               "preshuffle requires cache_block_size to be a multiple of 16, got ")
+    assert read_signature(_tree(tmp_path / "wheel", host=None)).host_checks == ()
+
+
+def test_fp8_call_fits_the_snapshot_and_fp4_or_compute_all_is_outside_it(tmp_path: Path) -> None:
+    sig = read_signature(_tree(tmp_path))
+    fitted = fit_call(_fp8_arguments(), sig)
+    assert tuple(fitted) == sig.names  # every parameter, in the declaration's order
+    with pytest.raises(OutsideContract, match="no parameter q_scale_out, kv_cache_scale .FP8 mode only"):
+        fit_call(_fp4_arguments() | {"compute_all_q_rope": None}, sig)
+    with pytest.raises(OutsideContract, match="no parameter compute_all_q_rope"):
+        fit_call(_fp8_arguments() | {"compute_all_q_rope": True}, sig)
+    args = _fp8_arguments()
+    del args["epsilon"]
+    with pytest.raises(TypeError, match="missing required argument.s.: epsilon"):
+        fit_call(args, sig)
+
+
+def test_dtypes_passed_satisfy_the_host_dtype_checks() -> None:
+    fp8 = torch_dtype_names(_fp8_arguments())
+    assert fp8["q_out"] == "float8_e4m3fn" and fp8["weights_out"] == "float32" and fp8["kv_cache"] == "uint8"
+    fp4 = torch_dtype_names(_fp4_arguments())
+    assert fp4["q_out"] == "uint8" and fp4["weights_out"] == "bfloat16"
+
+
+_SRC = os.environ.get("MXGATE_AITER_SRC", "").strip()
+needs_checkout = pytest.mark.skipif(not _SRC, reason="MXGATE_AITER_SRC is not set (no AITER checkout)")
+
+
+@needs_checkout
+def test_adapter_call_fits_the_checkouts_declaration() -> None:
+    sig = read_signature(Path(_SRC))
+    ours = [name for name in sig.names]
+    from mxgate.kernels.aiter import INDEXER_ARGS
+
+    assert [n for n in INDEXER_ARGS if n in sig.names] == ours  # same order
+    assert tuple(fit_call(_fp8_arguments(), sig)) == sig.names
+    if sig.fp4_mode:
+        assert tuple(fit_call(_fp4_arguments(), sig)) == tuple(n for n in sig.names if n in _fp4_arguments())
+    else:
+        with pytest.raises(OutsideContract):
+            fit_call(_fp4_arguments(), sig)
+
+
+@needs_checkout
+def test_spec_host_rejections_are_the_checkouts_messages() -> None:
+    """The messages mxgate's oracle raises for the FP8 mode are the host wrapper's own."""
+    checks = read_signature(Path(_SRC)).host_checks
+    for message in ("indexer fused qk cache only supports head_dim=128",
+                    "indexer fused qk cache only supports rope_dim=64",
+                    "indexer fused qk cache only supports quant_block_size == head_dim",
+                    "preshuffle requires cache_block_size to be a multiple of 16, got ",
+                    "q_out dtype must be fp8", "weights_out dtype must be fp32"):
+        assert message in checks

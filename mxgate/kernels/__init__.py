@@ -35,6 +35,8 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "sglang-triton-rne": ("mxgate.kernels.sglang_triton", "SglangTritonBackend", {"rne": True}),
     "aiter": ("mxgate.kernels.aiter", "AiterBackend", {}),
     "vllm-triton": ("mxgate.kernels.vllm_triton", "VllmTritonBackend", {}),
+    "aiter-triton": ("mxgate.kernels.aiter_triton", "AiterTritonBackend", {}),
+    "aiter-reference": ("mxgate.kernels.aiter_reference", "AiterReferenceBackend", {}),
     "vllm-triton-fnuz": ("mxgate.kernels.vllm_triton", "VllmTritonBackend", {"fp8": "fnuz"}),
 }
 

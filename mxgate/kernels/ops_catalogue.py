@@ -104,3 +104,51 @@ POSITIONAL.update({
     "vllm.indexer_q_mxfp4": ("x_bf16", "weights", "softmax_scale", "head_scale"),
     "vllm-fp4-indexer-k.store": ("k_bf16", "slots", "cache"),
 })
+
+# AITER's Triton kernels and Python references (mxgate.kernels.aiter_triton, aiter_reference).
+_MX_LIKE = "(x: float32[..., N]) -> (packed uint8[..., N/2], e8m0 uint8[..., N/32]), groups of 32, as mx.quantize"
+OPS.update({
+    "aiter.fused_flatten_mxfp4_quant": _MX_LIKE + "; AITER fused_flatten_mxfp4_quant",
+    "aiter.fused_rms_mxfp4_quant": _MX_LIKE + "; AITER fused_rms_mxfp4_quant with an identity RMSNorm "
+                                   "(finite |x| = 0 or in [2^-76, 2^37))",
+    "aiter.ref_quant_mxfp4.round_down": _MX_LIKE + "; AITER ref_quant_mxfp4(round_mode=0)",
+    "aiter.ref_quant_mxfp4.even": _MX_LIKE + "; AITER ref_quant_mxfp4(round_mode=2)",
+    "aiter.ref_quant_mxfp4.ceil": _MX_LIKE + "; AITER ref_quant_mxfp4(round_mode=3)",
+    "aiter.fp4_quant_e2m1_with_e8m0": _MX_LIKE + "; AITER's FlyDSL scorer test generator",
+    "aiter.fp4_act_quant": _MX_LIKE + "; AITER op_tests/test_dsv4_rotate_quant.py fp4_act_quant",
+    "aiter.f32_to_mx_e8m0_scale.round_down": "(amax: float32[...]) -> uint8[...] e8m0, AITER mode RoundDown",
+    "aiter.f32_to_mx_e8m0_scale.round_up": "(amax: float32[...]) -> uint8[...] e8m0, AITER mode RoundUp",
+    "aiter.f32_to_mx_e8m0_scale.even": "(amax: float32[...]) -> uint8[...] e8m0, AITER mode Even",
+    "aiter.f32_to_mx_e8m0_scale.ceil": "(amax: float32[...]) -> uint8[...] e8m0, AITER mode Ceil",
+    "aiter.create_paged_preshuffle_kv_fp4": (
+        "(kv_bf16: uint16[B, T, D], kv_block_size: int, num_blocks: int, block_tables: int32[B, T/kv_block_size]) "
+        "-> (kv_cache uint8[nb, D/128, 4, bs, 16] (aiter-fp4-kv), kv_scale uint8[nb, D/128, 4, bs] "
+        "(aiter-fp4-kv-scale), kv_fp4 uint8[B, T, D/2], kv_e8m0 uint8[B, T, D/32]); unlisted blocks zero"),
+    "aiter.kv_fp4_preshuffle_layout": (
+        "(kv_fp4_dense: uint8[T, D/2], kv_scale_dense: uint8[T, D/32], kv_block_size: int, slot_mapping: int64[T], "
+        "num_blocks: int) -> (kv_cache uint8[nb, D/128, 4, bs, 16], kv_scale uint8[nb, D/128, 4, bs]); "
+        "slots < 0 skipped, other bytes zero"),
+    "aiter.dsv4_shuffle_scale": (
+        "(scale: uint8[T, H, D/32]) -> uint8[T, D/128, 4, 16, round_up(H/16, 4)] (aiter-fp4-q-scale, padding 0)"),
+    "aiter.ref_mqa_logits_mixed": (
+        "(q_packed: uint8[B, n, H, D/2], q_scale: uint8[B, n, H, D/32], kv_fp4: uint8[B, T, D/2], "
+        "kv_scale: uint8[B, T, D/32], weights: float32[B*n, H], context_lens: int32[B], next_n: int = 1, "
+        "weight_scale: float = 1.0) -> float32[B*n, T], -inf outside t + n_next - 1 - n < ctx"),
+    "aiter.indexer_k_quant_and_cache": (
+        "(k_bf16: uint16[T, D], kv_cache: uint8[nb, B, D+4] (aiter-fp8-kv), slot_mapping: int64[T], "
+        "quant_block_size: int = 128, scale_fmt: str = 'ue8m0', preshuffle: bool = False) -> kv_cache"),
+    "aiter.fp8_mqa_logits": (
+        "(q_fp8: uint8[S, H, D] e4m3 codes, kv_fp8: uint8[Skv, D], kv_scales: float32[Skv], weights: float32[S, H], "
+        "cu_starts: int32[S], cu_ends: int32[S], clean_logits: bool = True) -> float32[S, Skv], "
+        "row i defined on [cu_starts[i], cu_ends[i]), -inf elsewhere"),
+})
+POSITIONAL.update({name: ("x",) for name in OPS if OPS[name].startswith(_MX_LIKE)})
+POSITIONAL.update({f"aiter.f32_to_mx_e8m0_scale.{m}": ("amax",) for m in ("round_down", "round_up", "even", "ceil")})
+POSITIONAL.update({
+    "aiter.create_paged_preshuffle_kv_fp4": ("kv_bf16", "kv_block_size", "num_blocks", "block_tables"),
+    "aiter.kv_fp4_preshuffle_layout": ("kv_fp4_dense", "kv_scale_dense", "kv_block_size", "slot_mapping", "num_blocks"),
+    "aiter.dsv4_shuffle_scale": ("scale",),
+    "aiter.indexer_k_quant_and_cache": ("k_bf16", "kv_cache", "slot_mapping"),
+    "aiter.fp8_mqa_logits": ("q_fp8", "kv_fp8", "kv_scales", "weights", "cu_starts", "cu_ends"),
+    "aiter.ref_mqa_logits_mixed": ("q_packed", "q_scale", "kv_fp4", "kv_scale", "weights", "context_lens"),
+})

@@ -1,0 +1,353 @@
+"""Conformance of the AITER ops the other suites do not cover (mxgate.kernels.aiter_triton and
+aiter_reference), for any backend that implements them.
+
+Each op is judged under its declared profile (or ``--profile``) against the oracle:
+
+* MX quantizers with mx.quantize's signature (``aiter.fused_*``, ``aiter.ref_quant_mxfp4.*``,
+  ``aiter.fp4_quant_e2m1_with_e8m0``, ``aiter.fp4_act_quant``): the scale boundary blocks and
+  Hypothesis blocks of test_elements, plus a tie probe (every E2M1 midpoint, both signs, and
+  -0 at scale 2^0);
+* ``aiter.f32_to_mx_e8m0_scale.*``: every positive bf16 pattern, the float32 boundary classes
+  and every float32 just below the subnormal/normal edge, NaN and Inf;
+* ``e2m1.decode``: the 16 codes;
+* layout builders against the oracle's layouts (zero-filled buffers, as the builders make them);
+* ``aiter.ref_mqa_logits_mixed`` and ``aiter.fp8_mqa_logits`` against the exact value and
+  rigorous bound of the FP4 / FP8 scorers (any qk summation order);
+* ``aiter.indexer_k_quant_and_cache`` against a composition of the oracle's FP8 token scale,
+  e4m3 encoder and FP8 cache layouts.
+Seeds are in every config id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mxgate import oracle
+from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.test_elements import _blocks, _boundary_f32, _judge_mx, _scale_blocks
+from mxgate.conformance.verdicts import EXACT, FAIL, Verdict, combine, compare_arrays
+from mxgate.oracle import layouts, profiles_aiter  # noqa: F401 - registers the AITER profiles
+from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
+from mxgate.vectors.families._values import bf16_patterns, f32, is_nan_bits
+
+MX_OPS = ("aiter.fused_flatten_mxfp4_quant", "aiter.ref_quant_mxfp4.round_down", "aiter.ref_quant_mxfp4.even",
+          "aiter.ref_quant_mxfp4.ceil", "aiter.fp4_quant_e2m1_with_e8m0", "aiter.fp4_act_quant")
+RMS_OP = "aiter.fused_rms_mxfp4_quant"
+SCALE_OPS = tuple(f"aiter.f32_to_mx_e8m0_scale.{m}" for m in ("round_down", "round_up", "even", "ceil"))
+MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+RMS_MIN, RMS_MAX = 2.0**-76, 2.0**37
+
+
+def _params(ops: tuple[str, ...]):
+    return [pytest.param(op, marks=pytest.mark.mxgate_op(op), id=op) for op in ops]
+
+
+def _profile(backend, op: str, override: str | None) -> str:
+    return override or backend.op(op).profile
+
+
+def tie_probe() -> np.ndarray:
+    """Rows whose group amax is 6 (scale 2^0 under every policy here): each E2M1 midpoint of
+    both signs, -0, and a small negative that rounds to zero, one group per row."""
+    row = [6.0] + [s * m for m in MIDPOINTS for s in (1.0, -1.0)] + [-0.0, -0.1, 0.1, -6.0]
+    row += [0.0] * (32 - len(row))
+    return f32([int(v) for v in np.float32(row).view(np.uint32)]).reshape(1, 32)
+
+
+# ---- MX quantizers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", _params(MX_OPS))
+def test_mx_like_boundaries(backend, record, profile_override, op: str) -> None:
+    profile = _profile(backend, op, profile_override)
+    run = backend.op(op).run
+    x = _scale_blocks()
+    record(op, "scale-boundary-blocks", _judge_mx(x, profile, run(x)), profile=profile)
+    t = tie_probe()
+    record(op, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
+
+
+@pytest.mark.parametrize("op", _params(MX_OPS))
+def test_mx_like_hypothesis(backend, record, profile_override, tier, op: str) -> None:
+    if tier == "quick":
+        pytest.skip("Hypothesis blocks run from the default tier on")
+    _hypothesis_blocks(backend, record, profile_override, op, _blocks())
+
+
+def _hypothesis_blocks(backend, record, profile_override, op: str, strategy) -> None:
+    profile = _profile(backend, op, profile_override)
+    run = backend.op(op).run
+    failures: list[Verdict] = []
+    examples = [0]
+
+    @suite_settings()
+    @given(strategy)
+    def check(x: np.ndarray) -> None:
+        examples[0] += 1
+        v = _judge_mx(x, profile, run(x))
+        if not v.passed:
+            failures.append(v)
+            raise AssertionError(v.reason)
+
+    try:
+        check()
+        verdict = Verdict(EXACT)
+    except AssertionError:
+        verdict = failures[-1]  # Hypothesis replays the shrunk example last
+    record(op, "hypothesis-blocks", verdict, profile=profile)
+
+
+def _in_rms_contract(x: np.ndarray) -> np.ndarray:
+    """Zero what an identity RMSNorm cannot carry exactly (|x| below 2^-76 or from 2^37 up)."""
+    mag = np.abs(x)
+    keep = np.isfinite(x) & (mag >= RMS_MIN) & (mag < RMS_MAX)
+    return np.where(keep, x, np.float32(0.0)).astype(np.float32)
+
+
+@st.composite
+def _rms_blocks(draw) -> np.ndarray:
+    groups = draw(st.integers(1, 4))
+    scale = draw(st.integers(-70, 30))
+    values = draw(st.lists(st.floats(-8.0, 8.0, width=32) | st.sampled_from(MIDPOINTS + (-0.0, 6.0, -5.0)),
+                           min_size=32 * groups, max_size=32 * groups))
+    return _in_rms_contract((np.array(values, np.float64) * 2.0**scale).astype(np.float32).reshape(1, -1))
+
+
+@pytest.mark.mxgate_op(RMS_OP)
+def test_fused_rms_identity(backend, record, profile_override, tier) -> None:
+    profile = _profile(backend, RMS_OP, profile_override)
+    run = backend.op(RMS_OP).run
+    x = _in_rms_contract(_scale_blocks())
+    record(RMS_OP, "scale-boundary-blocks-in-contract", _judge_mx(x, profile, run(x)), profile=profile)
+    t = tie_probe()
+    record(RMS_OP, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
+    if tier != "quick":
+        _hypothesis_blocks(backend, record, profile_override, RMS_OP, _rms_blocks())
+
+
+# ---- e8m0 scale and e2m1 decode -------------------------------------------------------------
+
+
+def scale_inputs() -> np.ndarray:
+    """Positive amax values: every finite bf16 pattern, the boundary classes, every float32
+    from 2^-125 - 2^-140 up to 2^-124 (where amax / 4 rounds into the normal range), Inf, NaN."""
+    every = bf16_patterns()
+    every = every[(every & 0x80000000) == 0]
+    bf16 = f32(every[~is_nan_bits(every)])
+    edge = np.arange(0x01000000 - (1 << 15), 0x01000000 + 4, dtype=np.uint32).view(np.float32)
+    special = np.float32([np.inf, np.nan, 0.0])
+    return np.concatenate([bf16, np.abs(_boundary_f32()), edge, special]).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", _params(SCALE_OPS))
+def test_e8m0_scale_modes(backend, record, profile_override, op: str) -> None:
+    profile = _profile(backend, op, profile_override)
+    amax = scale_inputs()
+    record(op, "bf16-and-subnormal-edge", compare_arrays(oracle.e8m0_scale(amax, profile),
+                                                         np.asarray(backend.op(op).run(amax)), "e8m0"), profile=profile)
+
+
+@pytest.mark.mxgate_op("e2m1.decode")
+def test_e2m1_decode(backend, record, profile_override) -> None:
+    profile = _profile(backend, "e2m1.decode", profile_override)
+    codes = np.arange(16, dtype=np.uint8)
+    verdict = compare_arrays(oracle.decode_e2m1(codes), np.asarray(backend.op("e2m1.decode").run(codes)), "values")
+    record("e2m1.decode", "all-16-codes", verdict, profile=profile)
+
+
+# ---- layout builders ------------------------------------------------------------------------
+
+PAGED_KV = "aiter.create_paged_preshuffle_kv_fp4"
+KV_LAYOUT = "aiter.kv_fp4_preshuffle_layout"
+Q_SCALE = "aiter.dsv4_shuffle_scale"
+KV_BLOCK = 64
+
+
+def _kv_bits(seed: int, shape: tuple[int, ...]) -> np.ndarray:
+    """bf16 K rows with E2M1 midpoints and -0 planted after a group amax of 6 (scale 2^0)."""
+    rng = lc.rng_for(seed)
+    x = lc.bf16_values(rng, shape)
+    planted = rng.choice(np.float32(MIDPOINTS + (-0.0,)), size=shape) * np.where(rng.random(shape) < 0.5, -1, 1)
+    x = np.where(rng.random(shape) < 0.25, planted.astype(np.float32), x)
+    x[..., ::32] = 6.0
+    return oracle.bf16_bits(x.astype(np.float32))
+
+
+@pytest.mark.mxgate_op(PAGED_KV)
+@pytest.mark.parametrize("batch,blocks", [(1, 1), (2, 2), (3, 1)], ids=lambda v: str(v))
+def test_create_paged_preshuffle_kv_fp4(backend, record, profile_override, batch: int, blocks: int) -> None:
+    profile = _profile(backend, PAGED_KV, profile_override)
+    seed = 9100 + batch * 10 + blocks
+    rng = lc.rng_for(seed)
+    T, D = blocks * KV_BLOCK, 128
+    bits = _kv_bits(seed, (batch, T, D))
+    num_blocks = batch * blocks + 2
+    table = rng.permutation(num_blocks)[: batch * blocks].reshape(batch, blocks).astype(np.int32)
+    got = backend.op(PAGED_KV).run(bits, KV_BLOCK, num_blocks, table)
+    packed, e8m0 = oracle.quantize_mx(oracle.bf16_to_f32(bits.reshape(-1, D)), profile)
+    t = np.arange(T)
+    slots = (table[:, t // KV_BLOCK].astype(np.int64) * KV_BLOCK + t % KV_BLOCK).reshape(-1)
+    cache = layouts.get("aiter-fp4-kv").new_buffer(fill=0, num_blocks=num_blocks)
+    scale = layouts.get("aiter-fp4-kv-scale").new_buffer(fill=0, num_blocks=num_blocks)
+    layouts.get("aiter-fp4-kv").scatter(cache, packed, slots=slots)
+    layouts.get("aiter-fp4-kv-scale").scatter(scale, e8m0, slots=slots)
+    expected = (cache, scale, packed.reshape(batch, T, D // 2), e8m0.reshape(batch, T, D // 32))
+    names = ("kv_cache", "kv_scale", "kv_fp4", "kv_e8m0")
+    verdict = combine([compare_arrays(e, np.asarray(a), n) for e, a, n in zip(expected, got, names)])
+    record(PAGED_KV, f"b{batch}_blocks{blocks}_seed{seed}", verdict, seed=seed, profile=profile)
+
+
+@pytest.mark.mxgate_op(KV_LAYOUT)
+def test_kv_fp4_preshuffle_layout(backend, record, profile_override) -> None:
+    profile = _profile(backend, KV_LAYOUT, profile_override)
+    seed = 9200
+    rng = lc.rng_for(seed)
+    num_blocks, tokens = 4, 150
+    data = rng.integers(0, 256, (tokens, 64), dtype=np.uint8)
+    scales = rng.integers(0, 256, (tokens, 4), dtype=np.uint8)
+    slots = rng.permutation(num_blocks * KV_BLOCK)[:tokens].astype(np.int64)
+    slots[::7] = -1  # padded tokens are skipped
+    cache, scale = backend.op(KV_LAYOUT).run(data, scales, KV_BLOCK, slots, num_blocks)
+    want_c = layouts.get("aiter-fp4-kv").new_buffer(fill=0, num_blocks=num_blocks)
+    want_s = layouts.get("aiter-fp4-kv-scale").new_buffer(fill=0, num_blocks=num_blocks)
+    layouts.get("aiter-fp4-kv").scatter(want_c, data, slots=slots)
+    layouts.get("aiter-fp4-kv-scale").scatter(want_s, scales, slots=slots)
+    verdict = combine([compare_arrays(want_c, np.asarray(cache), "kv_cache"),
+                       compare_arrays(want_s, np.asarray(scale), "kv_scale")])
+    record(KV_LAYOUT, f"T{tokens}_nb{num_blocks}_seed{seed}", verdict, seed=seed, profile=profile)
+
+
+@pytest.mark.mxgate_op(Q_SCALE)
+@pytest.mark.parametrize("heads", [16, 32, 64, 80])
+def test_dsv4_shuffle_scale(backend, record, profile_override, heads: int) -> None:
+    profile = _profile(backend, Q_SCALE, profile_override)
+    seed = 9300 + heads
+    tokens = 5
+    scale = lc.rng_for(seed).integers(0, 256, (tokens, heads, 4), dtype=np.uint8)
+    lay = layouts.get("aiter-fp4-q-scale")
+    want = lay.new_buffer(fill=0, num_tokens=tokens, num_heads=heads)
+    lay.scatter(want, scale, num_heads=heads)
+    got = np.asarray(backend.op(Q_SCALE).run(scale))
+    record(Q_SCALE, f"T{tokens}_H{heads}_seed{seed}", compare_arrays(want, got, "q_scale"), seed=seed, profile=profile)
+
+
+# ---- scorer references ----------------------------------------------------------------------
+
+MIXED = "aiter.ref_mqa_logits_mixed"
+FP8_RAGGED = "aiter.fp8_mqa_logits"
+
+
+def _logits_verdict(check: logits.LogitsCheck) -> Verdict:
+    kind = {"exact": EXACT, "acceptable": "acceptable"}.get(check.verdict, FAIL)
+    first = check.first_outside or check.first_fill_changed
+    return Verdict(kind, check.reason, mismatches=check.outside + check.fill_changed, total=check.cells,
+                   first_mismatch=first)
+
+
+@pytest.mark.mxgate_op(MIXED)
+@pytest.mark.parametrize("cfg", [(2, 300, 1, 64), (2, 256, 2, 32), (3, 129, 1, 16)],
+                         ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
+def test_ref_mqa_logits_mixed(backend, record, cfg) -> None:
+    B, ctx, next_n, H = cfg
+    seed = 9400 + B + ctx + next_n + H
+    case = lc.fp4_decode_case(seed, B, ctx, next_n, H)
+    scored = logits.pa_mqa_logits_fp4_exact(**case.kwargs, bound_model="any-order")
+    width = case.kwargs["max_seq_len"]
+    T = case.k_codes.shape[1]
+    kv_fp4 = np.zeros((B, width, 64), np.uint8)
+    kv_scale = np.zeros((B, width, 4), np.uint8)
+    kv_fp4[:, :T] = oracle.pack_nibbles(case.k_codes)
+    kv_scale[:, :T] = case.k_e8m0
+    got = backend.op(MIXED).run(oracle.pack_nibbles(case.q_codes).reshape(B, next_n, H, 64),
+                                case.q_e8m0.reshape(B, next_n, H, 4), kv_fp4, kv_scale, case.weights,
+                                case.kwargs["context_lens"], next_n=next_n,
+                                weight_scale=case.kwargs["weight_scale"])
+    verdict = _logits_verdict(scored.compare(np.asarray(got, np.float32), fill=-np.inf))
+    record(MIXED, "b{}_ctx{}_n{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")
+
+
+def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int) -> tuple[dict, logits.ScoredLogits]:
+    """fp8_mqa_logits inputs (row i scores kv[starts[i]:ends[i]], some rows empty, some windows
+    clipped at the ends) and the oracle's answer: the FP8 paged scorer with one batch per row
+    over one table of every K block, cells below starts[i] taken out of the window."""
+    base = lc.fp8_decode_case(seed, 1, kv_len, 1, heads, context_lens=np.array([kv_len]))
+    rng = lc.rng_for(seed + 1)
+    starts = rng.integers(-8, kv_len, rows).astype(np.int32)
+    ends = (starts + rng.integers(0, kv_len // 2 + 1, rows)).astype(np.int32)
+    ends[::5] = starts[::5]  # empty windows
+    ends[1::7] = kv_len + 5  # windows clipped at the end
+    table = base.kwargs["block_tables"]
+    kv = base.kwargs["kv_cache"]
+    slots = (table[0, np.arange(kv_len) // 64].astype(np.int64) * 64 + np.arange(kv_len) % 64)
+    data, ks = layouts.get("aiter-fp8-kv").gather(kv, slots=slots, num_blocks=kv.shape[0], block_size=64)
+    qv = lc.bf16_values(lc.rng_for(seed + 2), (rows, heads, 128))
+    qs = (np.abs(qv).max(axis=2, keepdims=True).clip(1e-10) / np.float32(448.0)).astype(np.float32)
+    q = oracle.encode_e4m3((qv / qs).astype(np.float32), "fn")
+    w = (lc.bf16_values(lc.rng_for(seed + 3), (rows, heads), 0.1) * np.float32(2.0**-8)).astype(np.float32)
+    lo, hi = np.maximum(starts, 0), np.clip(ends, 0, kv_len)
+    scored = pa_mqa_logits_fp8_exact(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
+                                     np.repeat(table, rows, axis=0), kv_len, bound_model="any-order")
+    window = scored.window & (np.arange(kv_len)[None, :] >= lo[:, None])
+    value = np.where(window, scored.value, -np.inf)
+    bound = np.where(window, scored.bound, 0.0)
+    emulated = np.where(window, scored.emulated, np.float32(-np.inf)).astype(np.float32)
+    scored = dataclasses.replace(scored, value=value, bound=bound, window=window, emulated=emulated)
+    kwargs = dict(q_fp8=q, kv_fp8=np.ascontiguousarray(data), kv_scales=np.ascontiguousarray(ks), weights=w,
+                  cu_starts=starts, cu_ends=ends)
+    return kwargs, scored
+
+
+@pytest.mark.mxgate_op(FP8_RAGGED)
+@pytest.mark.parametrize("cfg", [(24, 300, 32), (16, 512, 64), (9, 70, 16)], ids=lambda c: "s{}_kv{}_h{}".format(*c))
+def test_fp8_mqa_logits(backend, record, cfg) -> None:
+    seed = 9500 + sum(cfg)
+    kwargs, scored = fp8_ragged_case(seed, *cfg)
+    got = np.asarray(backend.op(FP8_RAGGED).run(**kwargs), np.float32)
+    verdict = _logits_verdict(scored.compare(got, fill=-np.inf))
+    record(FP8_RAGGED, "s{}_kv{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")
+
+
+# ---- indexer K quant-and-cache reference ----------------------------------------------------
+
+INDEXER_K = "aiter.indexer_k_quant_and_cache"
+
+
+def indexer_k_expected(k_bits: np.ndarray, cache: np.ndarray, slots: np.ndarray, preshuffle: bool,
+                       profile: str) -> np.ndarray:
+    """Per token: s = ue8m0(fl(amax / 448)) (torch.log2 modelled as a correctly rounded log2f),
+    codes = e4m3fn(fl(k / s)), both written at the slot through the FP8 cache layout."""
+    k = oracle.bf16_to_f32(k_bits)
+    amax = np.abs(k).max(axis=1)
+    s = oracle.scales.ue8m0_round((amax / np.float32(448.0)).astype(np.float32), "log2f")
+    sat = oracle.profiles.get(profile).fp8_overflow == "saturate"
+    codes = oracle.encode_e4m3((k / s[:, None]).astype(np.float32), "fn", saturate=sat)
+    out = cache.copy()
+    name = "aiter-fp8-kv-preshuffle" if preshuffle else "aiter-fp8-kv"
+    layouts.get(name).scatter(out, codes, s.astype(np.float32), slots=slots)
+    return out
+
+
+@pytest.mark.mxgate_op(INDEXER_K)
+@pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
+@pytest.mark.parametrize("tokens,block", [(40, 16), (70, 64)], ids=lambda v: str(v))
+def test_indexer_k_quant_and_cache(backend, record, profile_override, tokens: int, block: int,
+                                   preshuffle: bool) -> None:
+    profile = _profile(backend, INDEXER_K, profile_override)
+    seed = 9600 + tokens + block + int(preshuffle)
+    rng = lc.rng_for(seed)
+    k = lc.bf16_values(rng, (tokens, 128)) * np.exp2(rng.integers(-8, 8, (tokens, 1))).astype(np.float32)
+    bits = oracle.bf16_bits(k.astype(np.float32))
+    num_blocks = -(-tokens // block) + 1
+    cache = layouts.get("aiter-fp8-kv").new_buffer(num_blocks=num_blocks, block_size=block)
+    slots = rng.permutation(num_blocks * block)[:tokens].astype(np.int64)
+    slots[::9] = -1
+    got = np.asarray(backend.op(INDEXER_K).run(bits, cache, slots, 128, "ue8m0", preshuffle=preshuffle))
+    want = indexer_k_expected(bits, cache, slots, preshuffle, profile)
+    record(INDEXER_K, f"T{tokens}_B{block}_{'preshuffle' if preshuffle else 'planar'}_seed{seed}",
+           compare_arrays(want, got, "kv_cache"), seed=seed, profile=profile)
