@@ -284,8 +284,8 @@ def test_decode_e8m0(byte: int, pow2: object, zero_inf: object) -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("gfx950", 1),  # SPEC: AITER indexer floor 6*2^-126, * fl(1/6): a zero group gives E = 1
-        ("aiter-per1x32", 92),  # SPEC: floor 1e-10 -> E = 92
+        ("gfx950", 1),  # SPEC 3.3: AITER indexer floor 6*2^-126, * fl(1/6): a zero group gives E = 1
+        ("aiter-per1x32", 92),  # SPEC 3.3: floor 1e-10 -> E = 92
         ("threshold", 114),  # max(0/6, fl(1e-4)) -> ceil_pow2 2^-13
         ("deepgemm", 112),  # fl(1e-4) / 6 = 1.67e-5 -> 2^-15
         ("argmin", 98),  # 1e-8 / 6 = 1.67e-9 -> ceil(log2) = -29
@@ -357,7 +357,7 @@ def test_log2f_affected_counts() -> None:
     assert (normal, subnormal) == (3676, 24)
     assert normal + subnormal == 3700  # SPEC section 4's total includes the subnormals
     assert all(counts[k] == 0 for k in range(-4, 4))  # none in [1/16, 16)
-    # SPEC: j <= 1 for |k| in [4, 8), j <= 2 for [8, 16), j <= 5 for [16, 32), up to 22.
+    # SPEC 4.2: j <= 1 for |k| in [4, 8), j <= 2 for [8, 16), j <= 5 for [16, 32), up to 22.
     assert {counts[k] for k in range(4, 8)} == {1} and {counts[-k] for k in range(5, 9)} == {1}
     assert {counts[k] for k in range(8, 16)} == {2}
     assert {counts[k] for k in range(16, 32)} == {5}

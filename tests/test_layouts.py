@@ -1,5 +1,5 @@
 """Layouts of SPEC section 5: index maps are bijections onto the documented bytes, scatter ->
-gather is the identity, untouched bytes keep the poison, SPEC's literal examples hold, and
+gather is the identity, untouched bytes keep the poison, SPEC 5's literal examples hold, and
 mismatched layouts (BUGS 21, 25, 27, 31) are caught."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def word_bytes(a: np.ndarray) -> np.ndarray:
 
 def reference_scatter(layout: layouts.Layout, buf: np.ndarray, arrays: list[np.ndarray],
                       slots: np.ndarray, **dims: int) -> None:
-    """Scatter through the SPEC index map only (no strided views): the test oracle."""
+    """Scatter through the SPEC 5 index map only (no strided views): the test oracle."""
     flat = buf.reshape(-1)
     keep = slots >= 0
     rows = np.flatnonzero(keep) if layout.slot_rule == "row_mask" else slots[keep]

@@ -58,7 +58,7 @@ def test_saturate_refuses_an_unknown_string_as_a_value_error() -> None:
         oracle.encode_e4m3(e4m3_inputs(), "fn", saturate="yes")
 
 
-# (fnuz, "satfinite") is left out: SPEC leaves NaN open there (tests/test_oracle_vs_exact.py)
+# (fnuz, "satfinite") is left out: SPEC 11.3 leaves NaN open there (tests/test_oracle_vs_exact.py)
 E4M3_MODES = [("fn", False), ("fn", True), ("fn", "satfinite"), ("fnuz", False), ("fnuz", True)]
 
 

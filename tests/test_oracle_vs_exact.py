@@ -443,7 +443,7 @@ def test_log2f_threshold_table_and_affected_totals() -> None:
     print("log2f affected mantissas per binade (count: binades):")
     for n, ks in sorted(summary.items()):
         print(f"  {n:2d}: {len(ks)} binades, k in {ks[0]}..{ks[-1]}" if n else f"   0: {len(ks)} binades")
-    print(f"total: normal {normal}, subnormal {subnormal}, all {normal + subnormal} (SPEC: 3,700)")
+    print(f"total: normal {normal}, subnormal {subnormal}, all {normal + subnormal} (SPEC 4.2: 3,700)")
     assert (normal, subnormal) == (3676, 24)
 
 

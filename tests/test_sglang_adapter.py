@@ -265,7 +265,7 @@ def test_split_writer_layout(backends, data, rne, page8):
 
 
 def test_split_writer_against_gfx950(backends, data):
-    """SPEC: the split writer differs from the gfx950 AITER bytes only in negative zeros. That
+    """SPEC 6.8: the split writer differs from the gfx950 AITER bytes only in negative zeros. That
     holds with rne=True on finite rows whose groups all have amax > 6*2^-14; with the default
     rne=False the ties 0.75, 1.75 and 3.5 (in scale units) differ as well."""
     x = data["small"][4:20]  # finite, every group's amax far above the floors

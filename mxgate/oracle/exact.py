@@ -541,7 +541,7 @@ def log2f_affected_counts() -> dict[int, int]:
 def ue8m0_round(s_bits_f32: int, rounding: Literal["log2f", "bitwise"] = "log2f") -> int:
     """float32 bits of the power-of-two scale for a positive finite s (SPEC 4):
     log2f: exp2f(ceilf(log2f(s))) with a correctly rounded log2f (2^128 gives +Inf);
-    bitwise: SPEC's ceil_pow2 on bits (a subnormal s gives 2^-126)."""
+    bitwise: SPEC 3.2's ceil_pow2 on bits (a subnormal s gives 2^-126)."""
     if rounding == "log2f":
         k = ceil_log2f(s_bits_f32)
     elif rounding == "bitwise":
@@ -601,7 +601,7 @@ def decode_e8m0(byte: int, profile: str | Profile = "gfx950") -> Fraction | Spec
 
 
 def ceil_pow2_field(v_bits: int) -> int:
-    """SPEC's bitwise ceil_pow2: the exponent field of v, plus one when the mantissa is not
+    """SPEC 3.2's bitwise ceil_pow2: the exponent field of v, plus one when the mantissa is not
     zero and the field is not 0xFF (so any subnormal gives 1, zero gives 0)."""
     field, mant = (v_bits >> 23) & 0xFF, v_bits & 0x7FFFFF
     if field != 0xFF and mant != 0:
@@ -618,7 +618,7 @@ def _amax_over_6(amax: Fraction, arithmetic: str) -> Fraction:
 
 
 def _even_biased(amax_bits: int) -> int | None:
-    """SPEC EVEN: (bits(amax) + 0x200000) & 0xFF800000 (amax's mantissa rounded to one bit,
+    """SPEC 3.2 even: (bits(amax) + 0x200000) & 0xFF800000 (amax's mantissa rounded to one bit,
     half up), then floor log2, minus 2. None for a result of 0 (log2 = -inf)."""
     r = (amax_bits + 0x200000) & 0xFF800000
     field = (r >> 23) & 0xFF

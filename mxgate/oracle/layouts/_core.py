@@ -126,7 +126,7 @@ class Layout(ABC):
 
     @abstractmethod
     def _offsets(self, field: str, coords: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
-        """SPEC formula: flat byte offset of each storage coordinate (int64, broadcast)."""
+        """SPEC 5 formula: flat byte offset of each storage coordinate (int64, broadcast)."""
 
     @abstractmethod
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
@@ -210,7 +210,7 @@ class Layout(ABC):
         valid = ", ".join(f.name for f in self.fields + self.pads)
         raise ValueError(f"{self.name}: unknown field {name!r}; valid fields: {valid}")
 
-    # ---- index maps (SPEC formulas) ----------------------------------------------------------
+    # ---- index maps (SPEC 5 formulas) ----------------------------------------------------------
 
     def index_map(self, field: str | None = None, **dims: int) -> IndexMap:
         """Offset (and nibble) of every logical coordinate of ``field`` (default: the first).

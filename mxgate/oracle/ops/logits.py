@@ -31,7 +31,7 @@ Each scorer comes in two forms:
 The qk accumulation inside the MFMA is a named option of the emulated order (``qk_accum``):
 "exact" (default; each 128-dim step exact, rounded once into the float32 accumulator, which
 for head_dim 128 is fl(exact qk)) or "fp32-groups" (each 32-dim group exact, rounded, added
-left to right: ((G0 + G1) + G2) + G3). SPEC: exact for D = 128 when the group scales are close,
+left to right: ((G0 + G1) + G2) + G3). SPEC 7.1: exact for D = 128 when the group scales are close,
 unverified otherwise.
 
 Windows: decode row r = b * next_n + n scores tokens t < ctx[b] - (next_n - 1 - n); prefill
