@@ -17,6 +17,23 @@ KNOWN_FINDINGS: dict[tuple[str, str], str] = {
     ),
 }
 
+# AITER (docs/findings/aiter.md): _mxfp4_quant_op applies Python `not` to a tensor (quant.py:145-146),
+# elementwise when compiled, one bool under TRITON_INTERPRET=1, where every nibble comes out +-6.
+_AITER_NOT = ("AITER _mxfp4_quant_op applies `not` to a tensor (quant.py:145-146): under TRITON_INTERPRET=1 "
+              "every nibble is +-6 (0x7/0xF), the scales are right; docs/findings/aiter.md")
+_AITER_INF = ("AITER ref_quant_mxfp4 gives a non-finite block amax the byte 254 (log2(inf) clamped to 127), "
+              "where the oracle's clamped floor/ceil rule gives 253; docs/findings/aiter.md")
+KNOWN_FINDINGS.update({
+    ("aiter-triton", "mx.quantize"): _AITER_NOT,
+    ("aiter-triton", "aiter.fused_flatten_mxfp4_quant"): _AITER_NOT,
+    ("aiter-triton", "aiter.fused_rms_mxfp4_quant"): _AITER_NOT,
+    ("aiter-reference", "aiter.f32_to_mx_e8m0_scale.ceil"): (
+        "AITER f32_to_mx_e8m0_scale Ceil mode bumps the exponent of a subnormal amax/4 to byte 1 for every amax "
+        "below 2^-124 (exact: byte 0); docs/findings/aiter.md"),
+    ("aiter-reference", "aiter.ref_quant_mxfp4.round_down"): _AITER_INF,
+    ("aiter-reference", "aiter.ref_quant_mxfp4.ceil"): _AITER_INF,
+})
+
 
 def finding(backend: str, op: str) -> str | None:
     return KNOWN_FINDINGS.get((backend, op))

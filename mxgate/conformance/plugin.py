@@ -332,6 +332,23 @@ def record(request: pytest.FixtureRequest, backend_name: str):
     return _record
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """An adapter's OutsideContract (the inputs are outside its kernel's contract) makes that one
+    config 'not supported here', with the adapter's reason, wherever a test meets it."""
+    from mxgate.kernels.base import OutsideContract
+
+    try:
+        return (yield)
+    except OutsideContract as error:
+        name = _backend_of(pyfuncitem)
+        if name is None:
+            raise
+        reason = " ".join(f"{name} declares these inputs outside its kernel's contract: {error}".split())
+        _attach(pyfuncitem, name, _op_of(pyfuncitem), _config_of(pyfuncitem), Verdict(UNSUPPORTED, reason), None, None)
+        pytest.skip(f"not supported here: {reason}")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """A test of a backend that failed without recording a fail (the op raised, crashed or hung,
