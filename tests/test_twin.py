@@ -56,6 +56,16 @@ CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
 # ---- helpers ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Small CPU tensors: one intra-op thread (OpenMP workers spinning on a busy 2-core runner
+    made each op call a hundred times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def rng_of(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 
@@ -602,7 +612,13 @@ def test_oracle_and_package_import_no_torch() -> None:
 # GPU: every float32 input, judged against the NumPy oracle on the host
 # =============================================================================================
 
+GPU_DEVICE = "cuda"
 GPU_CHUNK_BITS = 28
+
+
+def _chunk_indices(total_bits: int) -> range:
+    """Every 2^GPU_CHUNK_BITS chunk of a 2^total_bits input space."""
+    return range(1 << (total_bits - GPU_CHUNK_BITS))
 
 
 def _host_threads() -> int:
@@ -626,7 +642,7 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("MXGATE_THREADS", str(threads))  # the oracle's own loops use every core
     count = 1 << GPU_CHUNK_BITS
     checked = {}
-    for index in range(1 << (32 - GPU_CHUNK_BITS)):
+    for index in _chunk_indices(32):
         start = index << GPU_CHUNK_BITS
         x = np.empty(count, np.uint32)
 
@@ -635,7 +651,7 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
 
         _parallel(fill, count, threads)
         xf = x.view(np.float32)
-        u = patterns(start, count, torch.device("cuda"))
+        u = patterns(start, count, torch.device(GPU_DEVICE))
         xd = u.view(torch.float32)
         for name in PROFILES:
             got = twin.encode_e2m1(xd, name).cpu().numpy()
@@ -652,7 +668,8 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
                 raise AssertionError(f"e4m3 {variant} {saturate}: inputs {[hex(int(x[i])) for i in bad]}")
             key = f"e4m3 {variant} saturate={saturate}"
             checked[key] = checked.get(key, 0) + count
-    assert all(v == 1 << 32 for v in checked.values()) and len(checked) == len(PROFILES) + len(E4M3_RULES)
+    assert all(v == count * len(_chunk_indices(32)) for v in checked.values())
+    assert len(checked) == len(PROFILES) + len(E4M3_RULES)
     print("\n".join(f"{k}: {v:,} inputs identical" for k, v in checked.items()))
 
 
@@ -665,9 +682,9 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
     threads = _host_threads()
     count = 1 << GPU_CHUNK_BITS
     for name in PROFILES:
-        for index in range(1 << (31 - GPU_CHUNK_BITS)):
+        for index in _chunk_indices(31):
             start = index << GPU_CHUNK_BITS
-            u = patterns(start, count, torch.device("cuda"))
+            u = patterns(start, count, torch.device(GPU_DEVICE))
             eager = twin.e8m0_scale(u.view(torch.float32), name).cpu().numpy()
             table = scale_table.scale_from_table(u, name).cpu().numpy()
             want = np.empty(count, np.uint8)
@@ -686,18 +703,18 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
 
 @pytest.mark.gpu
 def test_gpu_fused_quantize_compiled() -> None:
-    reason = _fused_unavailable("cuda")
+    reason = _fused_unavailable(GPU_DEVICE)
     if reason:
         pytest.skip(f"not supported here: {reason}")
     rows = 1 << 16
-    assert _fused_check("cuda", rows, SEED + 11) == len(PROFILES) * rows * 32  # packed bytes compared
+    assert _fused_check(GPU_DEVICE, rows, SEED + 11) == len(PROFILES) * rows * 32  # packed bytes compared
     from mxgate.twin import fused
 
     rng = rng_of(SEED + 12)
-    x = _blocks(rng, 1 << 18, 128)
+    x = tt(_blocks(rng, 1 << 18, 128), GPU_DEVICE)
     for name in PROFILES:
-        ref_p, ref_s = tmx.quantize_mx(tt(x, "cuda"), name)
-        p, s = fused.quantize_mx(tt(x, "cuda"), name)
+        ref_p, ref_s = tmx.quantize_mx(x, name)
+        p, s = fused.quantize_mx(x, name)
         assert torch.equal(p, ref_p) and torch.equal(s, ref_s), f"seed {SEED + 12} fused vs reference twin {name}"
 
 
@@ -706,20 +723,20 @@ def test_gpu_fused_scaling_every_float32() -> None:
     """The kernel's integer power-of-two scaling, every float32 input for bytes that move it into
     the subnormals, the top and across: against the twin's float multiply on the device, whose
     NaN-free results are IEEE (and a boundary sample against the oracle on the host)."""
-    reason = _fused_unavailable("cuda")
+    reason = _fused_unavailable(GPU_DEVICE)
     if reason:
         pytest.skip(f"not supported here: {reason}")
     from mxgate.twin import fused
     from mxgate.twin._bits import f32_bits
     from mxgate.twin.sweep import patterns
 
-    _scale_bits_check("cuda", boundary_patterns(), "boundaries")
+    _scale_bits_check(GPU_DEVICE, boundary_patterns(), "boundaries")
     count = 1 << GPU_CHUNK_BITS
     for byte in (0, 1, 100, 126, 127, 128, 150, 200, 253, 254, 255):
-        d = torch.full((count,), -128 if byte == 255 else 127 - byte, dtype=torch.int32, device="cuda")
-        b8 = torch.full((count,), byte, dtype=torch.uint8, device="cuda")
-        for index in range(1 << (32 - GPU_CHUNK_BITS)):
-            u = patterns(index << GPU_CHUNK_BITS, count, torch.device("cuda"))
+        d = torch.full((count,), -128 if byte == 255 else 127 - byte, dtype=torch.int32, device=GPU_DEVICE)
+        b8 = torch.full((count,), byte, dtype=torch.uint8, device=GPU_DEVICE)
+        for index in _chunk_indices(32):
+            u = patterns(index << GPU_CHUNK_BITS, count, torch.device(GPU_DEVICE))
             for nan_is_nan, name in ((False, "gfx950"), (True, "ocp")):
                 got = fused.scale_bits(u, d, nan_is_nan)
                 want = f32_bits(te2m1.scaled_by_e8m0(u.view(torch.float32), b8, name))
@@ -730,7 +747,7 @@ def test_gpu_fused_scaling_every_float32() -> None:
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_gpu_layouts(case: int) -> None:
     name, dims = CASES[case]
-    _layout_roundtrip(name, dims, SEED + case, "cuda")
+    _layout_roundtrip(name, dims, SEED + case, GPU_DEVICE)
 
 
 @pytest.mark.gpu
@@ -738,14 +755,14 @@ def test_gpu_indexer_configs() -> None:
     compared = 0
     for config in cases.PR_FP4_CONFIGS:
         for name in PROFILES:
-            compared += compare_op(cases.make_case(config), f"{config.id} {name}", "cuda", profile=name)
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
     for i, config in enumerate(cases.PR_FP8_CONFIGS):
         for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
-            compared += compare_op(cases.make_case(config), f"{config.id} {name}", "cuda", profile=name)
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
     for mode in ("fp4", "fp8"):
         for variant in ofrontend.VARIANT_NAMES:
-            compared += compare_op(cases.envelope_probe_case(mode), f"probe {mode} {variant}", "cuda", variant=variant)
-    print(f"indexer op on cuda: {compared:,} output elements identical")
+            compared += compare_op(cases.envelope_probe_case(mode), f"probe {mode} {variant}", GPU_DEVICE, variant=variant)
+    print(f"indexer op on {GPU_DEVICE}: {compared:,} output elements identical")
 
 
 @pytest.mark.gpu
@@ -758,7 +775,7 @@ def test_gpu_indexer_special_values(seed: int) -> None:
     _plant_specials(args, rng)
     variant = ofrontend.VARIANT_NAMES[seed % 6]
     for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
-        compare_op(args, f"seed {seed} {config.id} {variant} {name}", "cuda", general=True, profile=name, variant=variant)
+        compare_op(args, f"seed {seed} {config.id} {variant} {name}", GPU_DEVICE, general=True, profile=name, variant=variant)
 
 
 @pytest.mark.gpu
@@ -770,10 +787,30 @@ def test_gpu_sweep_device_counts_exactly() -> None:
     a, b = oe2m1.table("gfx950"), oe2m1.table("ml_dtypes")
     differ = a != b
     expected = int(np.count_nonzero(differ[0::2])) + ((1 << 21) - 1) * int(np.count_nonzero(differ[1::2]))
-    result = sweep_device(lambda x: twin.encode_e2m1(x, "ml_dtypes"), "gfx950", "cuda")
+    result = sweep_device(lambda x: twin.encode_e2m1(x, "ml_dtypes"), "gfx950", GPU_DEVICE)
     print(result.summary())
     assert result.inputs == 1 << 32
     assert result.mismatches == expected == result.nan_mismatches
-    same = sweep_device(lambda x: twin.encode_e2m1(x, "gfx950"), "gfx950", "cuda")
+    same = sweep_device(lambda x: twin.encode_e2m1(x, "gfx950"), "gfx950", GPU_DEVICE)
     print(same.summary())
     assert same.mismatches == 0
+
+
+def test_benchmark_runs_and_reports_ratios(tmp_path: Path) -> None:
+    """The benchmark script at a tiny size on the CPU: every row present, ratios positive."""
+    import importlib.util
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_twin.py"
+    spec = importlib.util.spec_from_file_location("bench_twin", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--device", "cpu", "--elements", "65536", "--tokens", "32", "--heads", "16",
+                       "--oracle-tokens", "16", "--repeat", "1", "--json", str(out)]) == 0
+    rows = {r["name"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["copy f32"]["GBps"] > 0
+    assert rows["oracle quantize_mx (host)"]["twin_speedup"] > 0
+    assert rows["indexer fp4 (oracle, host)"]["twin_speedup"] > 0
+    assert rows["sweep e2m1 twin judging itself"]["mismatches"] == 0
+    assert "skipped" in rows["aiter f32_to_mxfp4"] or rows["aiter f32_to_mxfp4"]["ms"] > 0

@@ -87,7 +87,7 @@ if triton is not None:
         return out
 
     @triton.jit
-    def _scaled(u, d, byte, NAN_SCALE_IS_NAN: tl.constexpr, NEEDS_GENERAL):
+    def _scaled(u, d, byte, NAN_SCALE_IS_NAN: tl.constexpr, NEEDS_GENERAL: tl.constexpr):
         """_scale_bits, by the exponent-field shortcut wherever the input and the result are
         normal (or zero, Inf, NaN); the general rounding runs only when NEEDS_GENERAL."""
         field = (u >> 23) & 0xFF
@@ -131,7 +131,7 @@ if triton is not None:
             lo = (w & 0xFFFF) << 16
             hi = w & -0x10000
         else:
-            lo = (w & 0xFFFFFFFF).to(tl.int32)
+            lo = w.to(tl.int32)  # truncation keeps the low word
             hi = (w >> 32).to(tl.int32)
         mlo = lo & 0x7FFFFFFF
         mhi = hi & 0x7FFFFFFF
@@ -208,7 +208,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     n = x.shape[-1]
     flat = x.contiguous().reshape(-1)
     n_groups = flat.numel() // group
-    words = flat.view(torch.int32) if x.dtype == torch.bfloat16 else _int64_view(flat)
+    words = _word_view(flat, torch.int32 if x.dtype == torch.bfloat16 else torch.int64)
     packed = torch.empty((n_groups, group // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_groups, dtype=torch.uint8, device=x.device)
     if n_groups:
@@ -222,8 +222,8 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     return packed.reshape(lead + (n // 2,)), scales.reshape(lead + (n // group,))
 
 
-def _int64_view(flat: torch.Tensor) -> torch.Tensor:
-    """float32 pairs as int64 words (copy first when the storage offset is not 8-byte aligned)."""
-    if flat.data_ptr() % 8:
+def _word_view(flat: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Element pairs as one word each (copied first when the data is not aligned to the word)."""
+    if flat.data_ptr() % (2 * flat.element_size()):
         flat = flat.clone()
-    return flat.view(torch.int64)
+    return flat.view(dtype)

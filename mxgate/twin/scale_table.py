@@ -5,8 +5,8 @@ every combination of profile fields: the floor is a max, a multiply or divide by
 constant rounds monotonically, the exponent of a ceiling or floor power of two, the mantissa
 rounding of the "even" policy and the clamps are monotone, and Inf gives the top byte. So
 bisection finds, for each byte b, the first pattern whose byte is >= b. On the 2^23 - 1 NaN
-patterns the byte may depend on the payload (the "even" policy adds to the NaN's bits), so
-those are evaluated one by one. The result is a list of segment starts and the byte on each:
+patterns the byte is 0xFF under ``special_scale="nan_byte"``; otherwise it may depend on the
+payload (the "even" policy adds to the NaN's bits), so those are evaluated one by one. The result is a list of segment starts and the byte on each:
 
     byte(a) = values[i]  for the last i with starts[i] <= a          (512 entries, padded)
 
@@ -56,15 +56,32 @@ def _nan_starts(p: _profiles.Profile, device: str) -> torch.Tensor:
     return u[change]
 
 
-@cache
+_SCALE_FIELDS = ("scale_policy", "scale_arithmetic", "amax_floor", "floor_where", "exp_clamp", "special_scale")
+
+
+def _scale_key(p: _profiles.Profile) -> tuple:
+    """The fields e8m0_scale reads: profiles that agree on them share one table."""
+    return tuple(getattr(p, f) for f in _SCALE_FIELDS)
+
+
 def _segments(p: _profiles.Profile, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    starts = torch.cat([_finite_starts(p, device), _nan_starts(p, device)])
+    return _segments_for(_scale_key(p), p, device)
+
+
+@cache
+def _segments_for(key: tuple, p: _profiles.Profile, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if p.special_scale == "nan_byte":  # e8m0_scale's last step: every NaN amax gives 0xFF
+        nan = torch.tensor([INF + 1], dtype=torch.int64, device=device)
+    else:
+        nan = _nan_starts(p, device)
+    starts = torch.cat([_finite_starts(p, device), nan])
     values = _scale_of(starts, p)
     keep = torch.ones_like(starts, dtype=torch.bool)
     keep[1:] = values[1:] != values[:-1]  # merge runs that continue across the two parts
     starts, values = starts[keep], values[keep]
     if starts.numel() > SIZE:
         raise RuntimeError(f"profile {p.name}: the e8m0 byte changes {starts.numel()} times over the amax patterns")
+    del key  # the cache key only
     pad = SIZE - starts.numel()
     starts = torch.cat([starts, torch.full((pad,), DOMAIN, dtype=torch.int64, device=device)])
     values = torch.cat([values, values[-1:].expand(pad)]).to(torch.uint8)

@@ -14,7 +14,7 @@ import torch
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.scales import RECIP_6, log2f_threshold_table
-from mxgate.twin._bits import ABS32, EXP32, MANT32, SIGN32, bits_f32, f32_bits, is_nan_bits, pow2_f32, quiet_or_default, srl, x86_nan
+from mxgate.twin._bits import ABS32, EXP32, MANT32, SIGN32, f32_bits, pow2_f32, srl, x86_nan
 from mxgate.twin._check import as_float32, check_choice
 
 _MIN_K = -149
@@ -155,8 +155,3 @@ def fp8_token_scale(amax: torch.Tensor, fp8_max: float, *, arithmetic: str, amax
         s = ue8m0_round(s, rounding)
     return s
 
-
-def quiet(x: torch.Tensor) -> torch.Tensor:
-    """x with every NaN replaced by its quieted self, other values unchanged (bits)."""
-    u = f32_bits(x)
-    return bits_f32(torch.where(is_nan_bits(u), quiet_or_default(u), u))

@@ -12,7 +12,7 @@ every input), so a mismatch is the backend's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -62,7 +62,7 @@ def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
 
 def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profile: str | _profiles.Profile,
                  device: str | torch.device = "cuda", *, fmt: str = "e2m1", chunk_bits: int = CHUNK_BITS,
-                 chunks: range | None = None, max_examples: int = 10) -> DeviceSweep:
+                 chunks: Iterable[int] | None = None, max_examples: int = 10) -> DeviceSweep:
     """Judge ``backend_encoder`` (float32 tensor -> uint8 codes, one per element, same shape)
     on every float32 input (or the 2^chunk_bits-input ``chunks``) against the twin."""
     p = _profiles.get(profile)

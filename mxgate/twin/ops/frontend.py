@@ -8,7 +8,7 @@ import torch
 from mxgate.oracle.ops.frontend import HALF, HEAD_DIM, ROPE_DIM, FrontEnd, ScalarKind
 from mxgate.twin._bits import bits_f32
 from mxgate.twin.formats.bf16 import round_bf16
-from mxgate.twin.ops.f32math import Arith, nextafter_down, nextafter_up, round_f16, rsqrt32
+from mxgate.twin.ops.f32math import Arith, f16_bits_to_f32, neg, nextafter_down, nextafter_up, round_f16, rsqrt32
 
 __all__ = ["HEAD_DIM", "ROPE_DIM", "k_frontend", "q_frontend", "round_to", "to_f32"]
 
@@ -22,8 +22,6 @@ def to_f32(raw: torch.Tensor, kind: ScalarKind) -> torch.Tensor:
     if kind == "bf16":
         return bits_f32((raw.view(torch.int16).to(torch.int32) & 0xFFFF) << 16)
     if kind == "fp16":
-        from mxgate.twin.ops.f32math import f16_bits_to_f32
-
         return f16_bits_to_f32(raw.view(torch.int16).to(torch.int32) & 0xFFFF)
     return raw.to(torch.float32).clone()
 
@@ -64,8 +62,6 @@ def rope(ar: Arith, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, is_ne
         lead, trail = x[..., :HALF], x[..., HALF:ROPE_DIM]
     else:
         lead, trail = x[..., 0:ROPE_DIM:2], x[..., 1:ROPE_DIM:2]
-    from mxgate.twin.ops.f32math import neg
-
     new_lead = _mul_add(ar, lead, cos, neg(ar.mul(trail, sin)), fma, exact_products)
     new_trail = _mul_add(ar, trail, cos, ar.mul(lead, sin), fma, exact_products)
     if is_neox:

@@ -25,7 +25,7 @@ from mxgate.twin.scales import f32_const, mul32
 
 __all__ = ["IndexerOutputs", "envelope", "indexer_qk_rope_quant_and_cache"]
 
-CHUNK_ELEMENTS = 1 << 24  # Q elements per pass on the device (temporaries of a few hundred MB)
+CHUNK_ELEMENTS = 1 << 26  # Q elements per pass: float32 temporaries of 256 MB, few launches
 _K_CHUNK_ROWS = 1 << 16
 
 try:

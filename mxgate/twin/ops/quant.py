@@ -13,7 +13,7 @@ from mxgate.twin._bits import ABS32, EXP32, bits_f32, f32_bits, pow2_f32
 from mxgate.twin.formats.e2m1 import encode_e2m1, pack_nibbles
 from mxgate.twin.formats.e4m3 import encode_e4m3
 from mxgate.twin.quantize import quantize_mx
-from mxgate.twin.scales import div32, f32_const, fp8_token_scale, mul32, ue8m0_round
+from mxgate.twin.scales import div32, e8m0_scale, f32_const, fp8_token_scale, mul32, ue8m0_round
 
 __all__ = ["FP4_GROUP", "K_AMAX_FLOOR", "Q_AMAX_FLOOR", "fmax_amax", "fp8_encode", "fp8_scale", "quantize_fp4"]
 
@@ -40,8 +40,6 @@ def quantize_fp4(x: torch.Tensor, profile: _profiles.Profile) -> tuple[torch.Ten
         has_inf = (mag == EXP32).any(dim=1)
         amax = fmax_amax(groups)
         amax = torch.where(torch.isnan(amax), torch.zeros_like(amax), amax)  # all NaN: the floor decides
-        from mxgate.twin.scales import e8m0_scale
-
         scale = e8m0_scale(amax, profile)
         scale = torch.where(has_inf, torch.full_like(scale, 0xFF), scale)
         finite_codes = encode_e2m1(groups, profile, scale=scale[:, None])
