@@ -42,7 +42,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK

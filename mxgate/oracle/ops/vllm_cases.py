@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mxgate import oracle
-from mxgate.oracle.layouts._vllm import TOKEN_BYTES, VllmFp4IndexerK
+from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.ops import logits_cases as lc
 
 GROUP = 32
