@@ -108,6 +108,11 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
                 quantize_s = s
         else:
             report.skip(f"quantize {label} (fused)", reason)
+    if reason is None:  # launch shapes: the default and its neighbours (speed only, same bytes)
+        for block, warps in ((32, 4), (64, 4), (128, 4), (128, 8), (256, 8)):
+            s = best_seconds(lambda: fused.quantize_mx(src, PROFILE, block_groups=block, num_warps=warps), device, repeat)
+            bw = (4 * n + out_bytes) / s
+            report.add(f"quantize f32 block {block} warps {warps}", ms=s * 1e3, of_copy_bandwidth=bw / copy_bw)
     small = min(n, 1 << 26)
     xs = src[:small]
     ref_s = best_seconds(lambda: mx.quantize_mx(xs, PROFILE), device, max(1, repeat // 2))
@@ -115,7 +120,7 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
     twin_rate = n / quantize_s if quantize_s else small / ref_s
     host = xs.cpu().numpy()
     oracle_s = best_seconds(lambda: oracle.quantize_mx(host, PROFILE), torch.device("cpu"), max(1, repeat // 2))
-    report.add("oracle quantize_mx (host)", elements=small, threads=os.environ.get("MXGATE_THREADS", "default"),
+    report.add("oracle quantize_mx (host)", elements=small, threads=os.environ.get("MXGATE_THREADS"),
                ms=oracle_s * 1e3, Gelem_per_s=small / oracle_s / 1e9, twin_speedup=twin_rate / (small / oracle_s))
     bench_peers(report, device, src, repeat, quantize_s)
 
@@ -171,11 +176,18 @@ def bench_sweep(report: Report, device: torch.device, chunk_bits: int) -> None:
 
 
 def _bf16_tensor(shape: tuple[int, ...], g: torch.Generator, device: torch.device) -> torch.Tensor:
-    """Random bf16 (sign, exponent 118..129, mantissa), as bench_indexer.py draws them."""
-    sign = torch.randint(0, 2, shape, generator=g, device=device, dtype=torch.int32) << 15
-    exponent = torch.randint(118, 130, shape, generator=g, device=device, dtype=torch.int32) << 7
-    mantissa = torch.randint(0, 128, shape, generator=g, device=device, dtype=torch.int32)
-    return (sign | exponent | mantissa).to(torch.int16).view(torch.bfloat16)
+    """Random bf16 (sign, exponent 118..129, mantissa), as bench_indexer.py draws them; built
+    2^26 elements at a time (the full Q of T = 2^20, H = 64 is 2^33 elements)."""
+    out = torch.empty(shape, dtype=torch.int16, device=device)
+    flat = out.view(-1)
+    step = 1 << 26
+    for start in range(0, flat.numel(), step):
+        n = min(step, flat.numel() - start)
+        sign = torch.randint(0, 2, (n,), generator=g, device=device, dtype=torch.int32) << 15
+        exponent = torch.randint(118, 130, (n,), generator=g, device=device, dtype=torch.int32) << 7
+        mantissa = torch.randint(0, 128, (n,), generator=g, device=device, dtype=torch.int32)
+        flat[start:start + n] = (sign | exponent | mantissa).to(torch.int16)
+    return out.view(torch.bfloat16)
 
 
 def indexer_inputs(tokens: int, heads: int, device: torch.device, seed: int) -> dict[str, object]:
@@ -237,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, metavar="PATH")
     parser.add_argument("--only", choices=("quantize", "sweep", "indexer"), action="append", default=None)
     a = parser.parse_args(argv)
+    # the oracle on the host gets every core the process may use (its default stops at 8)
+    os.environ.setdefault("MXGATE_THREADS", str(len(os.sched_getaffinity(0))))
     device = torch.device(a.device)
     cuda = device.type == "cuda"
     elements = a.elements or (1 << 28 if cuda else 1 << 20)

@@ -796,11 +796,12 @@ def test_gpu_sweep_device_counts_exactly() -> None:
     assert same.mismatches == 0
 
 
-def test_benchmark_runs_and_reports_ratios(tmp_path: Path) -> None:
+def test_benchmark_runs_and_reports_ratios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The benchmark script at a tiny size on the CPU: every row present, ratios positive."""
     import importlib.util
     import json
 
+    monkeypatch.setenv("MXGATE_THREADS", "1")  # the script would otherwise set it for this process
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_twin.py"
     spec = importlib.util.spec_from_file_location("bench_twin", path)
     bench = importlib.util.module_from_spec(spec)

@@ -193,9 +193,11 @@ def mode() -> str | None:
     return triton_mode()
 
 
-def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The oracle's quantize_mx in one kernel launch (float32 or bf16 x, group a power of two)."""
+def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32, *,
+                block_groups: int = BLOCK_GROUPS, num_warps: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """The oracle's quantize_mx in one kernel launch (float32 or bf16 x, group a power of two).
+
+    block_groups (groups per program, a power of two) and num_warps only change the speed."""
     p = _profiles.get(profile)
     if x.dtype not in (torch.float32, torch.bfloat16):
         as_float32(x, "x")  # the oracle's TypeError for a wrong dtype
@@ -214,10 +216,11 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     if n_groups:
         table = e2m1.table(p, x.device)
         starts, values = segments(p, x.device)
-        grid = (triton.cdiv(n_groups, BLOCK_GROUPS),)
+        grid = (triton.cdiv(n_groups, block_groups),)
         _quantize_mx_kernel[grid](words, packed, scales, table, starts, values, n_groups, GROUP=group,
-                                  BLOCK=BLOCK_GROUPS, IS_BF16=x.dtype == torch.bfloat16,
-                                  IGNORE_NAN=p.amax_nan == "ignore", NAN_SCALE_IS_NAN=p.nan_scale == "nan")
+                                  BLOCK=block_groups, IS_BF16=x.dtype == torch.bfloat16,
+                                  IGNORE_NAN=p.amax_nan == "ignore", NAN_SCALE_IS_NAN=p.nan_scale == "nan",
+                                  num_warps=num_warps)
     lead = tuple(x.shape[:-1])
     return packed.reshape(lead + (n // 2,)), scales.reshape(lead + (n // group,))
 
