@@ -53,7 +53,7 @@ E4M3_RULES = [(v, s) for v in ("fn", "fnuz") for s in (False, True, "satfinite")
 CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
 
 
-# ---- helpers ---------------------------------------------------------------------------------
+# ---- shared pieces ---------------------------------------------------------------------------
 
 
 @pytest.fixture(autouse=True, scope="module")
