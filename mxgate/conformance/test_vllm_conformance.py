@@ -9,7 +9,7 @@ the rigorous bound (any float32 order of the 128 products and of the heads); els
 Without ``clean_logits`` the kernels leave cells outside the window as torch.empty gives them:
 those are not judged. Top-k: sets, ties and near-ties inside the bound accepted (``exact`` when
 the set is the oracle's). Quantizer kernels: every output byte against the oracle under the
-op's declared profile (``vllm-rocm``, mxgate.oracle.ops.quant_vllm), untouched cache bytes
+op's declared profile (``vllm-rocm``, registered by mxgate.oracle.ops.quant_vllm), untouched cache bytes
 included. Configs follow the PR's own test matrix (block sizes 32/64, next_n 1..6, heads
 32/64, varlen), scaled to the CPU interpreter; seeds are in every config id.
 """

@@ -25,6 +25,7 @@ import numpy as np
 
 from mxgate.kernels import sources, vllm_loader as loader
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.oracle.ops.quant_vllm import PROFILE_NAME as QUANT_PROFILE, check_k_domain  # registers vllm-rocm
 
 DEVICES = ("cpu", "cuda")
 HEAD_DIM = 128
@@ -42,7 +43,6 @@ K_STORE = "vllm-fp4-indexer-k.store"
 
 SCORER_PROFILE = "gfx950"  # e8m0 decoding only: byte 0 = 2^-127, 255 = NaN
 FNUZ_PROFILE = "aiter-gfx942"  # the same, with e4m3fnuz as the FP8 variant
-QUANT_PROFILE = "vllm-rocm"  # mxgate.oracle.ops.quant_vllm
 
 # v2's launch knobs (environment variables read by the wrapper at each call) an op may set.
 KNOBS = ("VLLM_ROCM_FP4_INDEXER_SEGMENT_GROUP_PROGS", "VLLM_ROCM_FP4_INDEXER_TILE_CHUNKS",
@@ -251,8 +251,6 @@ class VllmTritonBackend(Backend):
                 block_size: int = 64) -> np.ndarray:
         """Quantize k rows (uint16 bf16 [T, 128]) into a copy of the vllm-fp4-indexer-k cache
         [num_blocks, page_bytes] at ``slots`` (int64 [T]; < 0: skipped)."""
-        from mxgate.oracle.ops.quant_vllm import check_k_domain
-
         k = self.kernels()
         torch = _torch()
         bits = _array(k_bf16, "k_bf16", np.uint16, ndim=2)
