@@ -895,3 +895,18 @@ def test_conformance_judge_fails_broken_backends(damage) -> None:
     assert judge(_Broken(lambda out, a: None), args, "gfx950").verdict == "exact"
     verdict = judge(_Broken(damage), args, "gfx950")
     assert verdict.verdict == "fail", f"seed 71 {damage.__name__}: {verdict.reason}"
+
+
+@pytest.mark.parametrize("profile", ["threshold", "sglang-rne", "gfx950"])
+def test_fast_path_equals_general_path_with_a_nan_in_a_group(profile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Profiles whose max reductions skip NaN (amax_nan 'ignore') must not take the bit-pattern
+    # group max of the fast path, where a NaN's bits win (seed 20261205: 162 q_out bytes differed).
+    config = IndexerConfig("fp4", 11, 16, True, False)
+    args = make_case(config, seed=20261205)
+    args["q"].view(np.uint16)[3, 5, 7] = 0x7FC1  # one NaN in one group of one head
+    for variant in ("rsqrt-rn+fma", "rsqrt-down+mul-add"):
+        fast = OP(**copy_case(args), variant=variant, profile=profile)
+        with monkeypatch.context() as patch:
+            patch.setattr(indexer_module, "_FAST_PATH", False)
+            general = OP(**copy_case(args), variant=variant, profile=profile)
+        assert_same_bytes(outputs_of(fast), outputs_of(general), f"seed 20261205 {config.id} {variant} {profile}")

@@ -78,7 +78,8 @@ def _pair_tables(profile_name: str) -> tuple[np.ndarray, np.ndarray]:
 def applies(kind: str, profile: _profiles.Profile) -> bool:
     """Whether the fast path models ``profile`` exactly for inputs of this kind."""
     registered = profile.name in _profiles.names() and _profiles.get(profile.name) == profile
-    return kind == "bf16" and profile.zero_sign != "if_negative" and registered
+    # the bit-pattern group max lets a NaN win: right only where a NaN element makes the amax NaN
+    return kind == "bf16" and profile.zero_sign != "if_negative" and profile.amax_nan == "propagate" and registered
 
 
 class _Workspace:
