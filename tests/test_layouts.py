@@ -14,7 +14,7 @@ from mxgate.oracle.layouts import DATA, POISON, SCALE, UNWRITTEN, ZERO_PAD
 
 NAMES = ["aiter-fp4-q", "aiter-fp4-q-scale", "aiter-fp4-kv", "aiter-fp4-kv-scale",
          "aiter-fp8-kv", "aiter-fp8-kv-preshuffle", "sglang-page68", "packed-row",
-         "sglang-page8", "sglang-page8-scale"]
+         "sglang-page8", "sglang-page8-scale", "vllm-fp4-indexer-k"]
 
 # (layout, dims): several shapes per layout, including QS_PAD padding (heads 16, 32, 48, 80)
 # and k_tiles > 1 (head_dim 256, 384: BUGS 27, packed-K > 1).
@@ -56,6 +56,7 @@ SMALL = {
     "packed-row": dict(num_rows=40),
     "sglang-page8": dict(num_pages=3),
     "sglang-page8-scale": dict(num_pages=3),
+    "vllm-fp4-indexer-k": dict(num_blocks=3, block_size=16, page_bytes=16 * 132),
 }
 
 

@@ -24,6 +24,9 @@ _AITER_NOT = ("AITER _mxfp4_quant_op applies `not` to a tensor (quant.py:145-146
 _AITER_INF = ("AITER ref_quant_mxfp4 gives a non-finite block amax the byte 254 (log2(inf) clamped to 127), "
               "where the oracle's clamped floor/ceil rule gives 253; docs/findings/aiter.md")
 KNOWN_FINDINGS.update({
+    ("vllm-triton-fnuz", "vllm.fp8_paged_mqa_logits"): (
+        "vLLM PR #42908's FNUZ path bitcasts K to tl.float8e4b15 (bias 15) while the bytes are e4m3fnuz (bias 8): "
+        "every logit is 2^-7 of its value; docs/findings/vllm.md"),
     ("aiter-triton", "mx.quantize"): _AITER_NOT,
     ("aiter-triton", "aiter.fused_flatten_mxfp4_quant"): _AITER_NOT,
     ("aiter-triton", "aiter.fused_rms_mxfp4_quant"): _AITER_NOT,

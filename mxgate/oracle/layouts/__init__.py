@@ -80,11 +80,13 @@ from mxgate.oracle.layouts._sglang import (
     word_to_e8m0,
 )
 
+from mxgate.oracle.layouts._vllm import VllmFp4IndexerK  # noqa: E402 - after _core's names
+
 _REGISTRY: dict[str, Layout] = {
     layout.name: layout
     for layout in (AiterFp4Q(), AiterFp4QScale(), AiterFp4Kv(), AiterFp4KvScale(),
                    AiterFp8Kv(), AiterFp8KvPreshuffle(), SglangPage68(), PackedRow(),
-                   SglangPage8(), SglangPage8Scale())
+                   SglangPage8(), SglangPage8Scale(), VllmFp4IndexerK())
 }
 
 
