@@ -164,6 +164,25 @@ def test_the_search_of_a_correct_backend_finds_only_explained_differences() -> N
     assert result.explained and set(result.explained) == {("nan",)}
 
 
+def test_inputs_depend_on_the_seed_only_not_on_the_modules_loaded(tmp_path: Path) -> None:
+    # Hypothesis draws literals of loaded local modules into some inputs unless the search
+    # keeps them out: a module full of integers must not change what a seed generates.
+    def run() -> tuple:
+        r = d.diff_op("e2m1.encode", kernels.get("oracle"), _user("BadBackend"), examples=60, seed=3, max_cases=8)
+        return r.units, dict(r.explained), dict(r.unexplained), [c.args[0].tobytes() for c in r.cases]
+
+    before = run()
+    # integers of 100 and more, below Hypothesis' limit of 1024 literals a module
+    (tmp_path / "many_literals.py").write_text("VALUES = [" + ", ".join(str(i) for i in range(100, 400)) + "]\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import many_literals  # noqa: F401
+        assert run() == before
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("many_literals", None)
+
+
 def test_the_shrunk_case_is_classified_by_explain() -> None:
     result = d.diff_op("e2m1.encode", kernels.get("oracle"), _user("BadBackend"), examples=100, seed=0, max_cases=8)
     # x = 1.25 + 1 ulp is not a midpoint, so neither tie_direction nor any other class applies
@@ -175,6 +194,24 @@ def test_the_shrunk_case_is_classified_by_explain() -> None:
                      (np.array([3], np.uint8),), "gfx950",
                      [d.Difference("codes", 0, 2, 3, 2, 2, False, deviating=("B",))])
     assert nan[0][0] == "nan_inf" and tie[0][0] == "tie_direction"
+
+
+def test_block_differences_are_shrunk_and_classified_through_explain() -> None:
+    from mxgate.kernels.functions import backend_from_functions, kernel
+
+    # sglang's RNE quantizer (zero sign cleared, amax floor 1e-4 after /6) declared as gfx950
+    planted = backend_from_functions("rne-as-gfx950", kernel(
+        "mx.quantize", lambda x: oracle.quantize_mx(x, "sglang-rne"), profile="gfx950"))()
+    result = d.diff_op("mx.quantize", kernels.get("oracle"), planted, examples=100, seed=0, max_cases=8)
+    assert result.cases and set(result.unexplained) == {("B",)}
+    zero_sign = [(case, diff) for case in result.cases for diff, (cls, _) in zip(case.new, case.classes)
+                 if cls == "sign_of_zero"]
+    assert zero_sign, [c.classes for c in result.cases]
+    case, diff = zero_sign[0]
+    x = case.args[0].reshape(-1)
+    assert diff.output == "packed" and (diff.a, diff.b) == (0x8, 0x0)
+    assert x[diff.index] == 0 and np.signbit(x[diff.index])  # -0.0 (or a negative rounding to zero)
+    assert case.args[0].shape[0] == 1  # shrunk to one row
 
 
 # ---- the command -------------------------------------------------------------------------------
@@ -195,6 +232,7 @@ def test_diff_against_the_broken_backend_exits_1_with_the_shrunk_case_and_its_fi
     assert "deviates: B (user_kernels:BadBackend)" in out
     assert "explain: unexplained" in out
     folder = tmp_path / "mxgate-diff"
+    assert [p.name for p in tmp_path.iterdir()] == ["mxgate-diff"]  # nothing else left behind (no .hypothesis)
     doc_path = folder / "diff-oracle-vs-user_kernels-BadBackend.json"
     npz_path = folder / "diff-oracle-vs-user_kernels-BadBackend.npz"
     doc = json.loads(doc_path.read_text())

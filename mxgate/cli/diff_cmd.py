@@ -30,6 +30,7 @@ EPILOG = f"""exit status:
        diffed, a bad --examples/--seed/--max-cases/--timeout, an --out path that is not a folder
   3    internal error
   130  interrupted
+  141  standard output was closed early (mxgate diff ... | head)
 
 A and B are registered backend names (mxgate backends) or module.path:attr specs. Without --op
 every op both implement is searched; ops the diff cannot generate inputs for yet are listed as
