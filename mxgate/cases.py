@@ -168,10 +168,13 @@ def ue8m0_pool() -> Pool:
 
 def block_element_pool() -> Pool:
     """Element values of an MX block before its scale exponent is applied: E2M1 values,
-    midpoints and neighbours, zeros, small values, the amax floors, Inf and NaN."""
+    midpoints and their float32 and bf16 neighbours, zeros, small values, the amax floors, Inf
+    and NaN."""
     pos = [Boundary(0, "zero-block")]
     pos += [Boundary(bit(v), "all-codes") for v in E2M1_VALUES]
     pos += [b for m in E2M1_MIDPOINTS for b in _around(m, "midpoint", "midpoint-neighbour")]
+    # one bf16 ulp beside each midpoint: the neighbours that survive rounding a block to bf16
+    pos += _tag("midpoint-neighbour", [bit(m) + d for m in E2M1_MIDPOINTS for d in (-0x10000, 0x10000)])
     pos += [b for v in (6.0, 8.0) for b in _around(v, "binade-edge")]
     pos += [Boundary(bit(v), "negative-underflow") for v in (0.1, 1e-30)] + _tag("subnormal", (1, 0x007FFFFF))
     pos += [Boundary(bit(v), "amax-floor") for v in AMAX_FLOORS]
@@ -223,11 +226,11 @@ def _f32_bits(value: float) -> int:
 @st.composite
 def _windows(draw, pool: Pool, others: tuple[st.SearchStrategy[int], ...], max_extra: int,
              max_windows: int = 4, max_length: int = 64) -> list[int]:
-    # An example is a few runs of consecutive pool values (about 40% of a 300-value pool),
-    # then a few values of the other strategies. Drawing values one by one met a given
-    # boundary value in a few percent of the examples; a subset drawn value by value met it
-    # often but made Hypothesis' shrinking slow (one choice per pool value). A run costs two
-    # choices, its length drawn first: shrinking makes it short, then moves it, down to the
+    # An example is a few runs of consecutive pool values, then a few values of the other
+    # strategies: a given value of a 300-value pool is in about one example in five. Drawing
+    # values one by one met it in a few percent of the examples; a subset drawn value by value
+    # met it often but made Hypothesis' shrinking slow (one choice per pool value). A run costs
+    # two choices, its length drawn first: shrinking makes it short, then moves it, down to the
     # values that still show the difference.
     bits = [b.bits for b in pool]
     chosen: list[int] = []
@@ -285,7 +288,6 @@ def _group(draw, pool: Pool, max_runs: int = 4, max_extra: int = 2) -> list[int]
     for _ in range(draw(st.integers(0, max_extra))):
         lanes[draw(st.integers(0, GROUP - 1))] = draw(st.floats(-8, 8, width=32).map(_f32_bits))
     return lanes
-
 
 
 @st.composite

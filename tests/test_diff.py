@@ -42,6 +42,14 @@ def mxgate_diff(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.
                           text=True, timeout=timeout)
 
 
+def test_every_op_with_an_input_strategy_has_a_reference_and_back() -> None:
+    from mxgate import cases
+
+    assert list(d.SPECS) == list(cases.COVERED_OPS)
+    for op, spec in d.SPECS.items():
+        assert len(spec.kinds) == len(spec.outputs) and cases.strategy(op) is not None
+
+
 # ---- sorting -----------------------------------------------------------------------------------
 
 
@@ -196,22 +204,26 @@ def test_the_shrunk_case_is_classified_by_explain() -> None:
     assert nan[0][0] == "nan_inf" and tie[0][0] == "tie_direction"
 
 
+def _gfx950_dropping_the_sign_of_zero(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    packed, scales = oracle.quantize_mx(x, "gfx950")
+    codes = oracle.unpack_nibbles(packed)
+    return oracle.pack_nibbles(np.where(codes == 0x8, 0x0, codes).astype(np.uint8)), scales
+
+
 def test_block_differences_are_shrunk_and_classified_through_explain() -> None:
     from mxgate.kernels.functions import backend_from_functions, kernel
 
-    # sglang's RNE quantizer (zero sign cleared, amax floor 1e-4 after /6) declared as gfx950
-    planted = backend_from_functions("rne-as-gfx950", kernel(
-        "mx.quantize", lambda x: oracle.quantize_mx(x, "sglang-rne"), profile="gfx950"))()
+    planted = backend_from_functions("drops-minus-zero", kernel(
+        "mx.quantize", _gfx950_dropping_the_sign_of_zero, profile="gfx950"))()
     result = d.diff_op("mx.quantize", kernels.get("oracle"), planted, examples=100, seed=0, max_cases=8)
-    assert result.cases and set(result.unexplained) == {("B",)}
-    zero_sign = [(case, diff) for case in result.cases for diff, (cls, _) in zip(case.new, case.classes)
-                 if cls == "sign_of_zero"]
-    assert zero_sign, [c.classes for c in result.cases]
-    case, diff = zero_sign[0]
-    x = case.args[0].reshape(-1)
+    assert set(result.unexplained) == {("B",)} and len(result.cases) == 1
+    (case,) = result.cases
+    (diff,) = case.new
     assert diff.output == "packed" and (diff.a, diff.b) == (0x8, 0x0)
-    assert x[diff.index] == 0 and np.signbit(x[diff.index])  # -0.0 (or a negative rounding to zero)
-    assert case.args[0].shape[0] == 1  # shrunk to one row
+    assert [cls for cls, _ in case.classes] == ["sign_of_zero"]
+    x = case.args[0].reshape(-1)
+    assert np.signbit(x[diff.index]) and case.args[0].shape == (1, 32)  # shrunk to one group
+    assert d.input_text(case.args) == "float32[1, 32], 0x00000000 except [0, 0] = 0x80000000"
 
 
 # ---- the command -------------------------------------------------------------------------------
@@ -320,9 +332,22 @@ def test_usage_errors_are_one_line_with_status_2(tmp_path: Path, args: list[str]
     assert done.stdout == ""
 
 
+def test_a_reader_gone_before_the_first_line_is_status_141(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "mxgate", "diff", "oracle", "user_kernels:GoodBackend", "--op",
+                               "e2m1.encode", "--examples", "5"], cwd=tmp_path, env=_env(), text=True,
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)
+
+
 def test_help_documents_the_exit_statuses() -> None:
     done = subprocess.run([sys.executable, "-m", "mxgate", "diff", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
-    for status in ("0    no unexplained difference", "1    at least one unexplained difference", "2    usage error"):
+    for status in ("0    no unexplained difference", "1    at least one unexplained difference", "2    usage error",
+                   "3    internal error", "141  standard output was closed"):
         assert status in done.stdout
     assert f"default {diff_cmd.DEFAULT_EXAMPLES}" in done.stdout
