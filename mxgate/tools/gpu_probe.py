@@ -59,6 +59,44 @@ def dot_scaled_decoding() -> dict[str, object]:
     return out
 
 
+def fp8_dot_accumulation() -> dict[str, object]:
+    """Does tl.dot with an fp32 accumulator keep every fp32 bit? One dot row sums 1.0 and K-1
+    products 2^-16 (exact in fp32: 1 + (K-1) * 2^-16); the row is run with e4m3fn and bf16
+    operands and the result compared with the exact sum."""
+    import torch
+
+    from mxgate.tools.gpu_probe_kernels import fp8_dot
+
+    out: dict[str, object] = {}
+    m = n = 16
+    for k in (32, 64, 128):
+        a = torch.zeros((m, k), dtype=torch.float32)
+        b = torch.zeros((k, n), dtype=torch.float32)
+        a[0, 0] = b[0, 0] = 1.0
+        a[0, 1:] = b[1:, 0] = 2.0 ** -8
+        exact = 1.0 + (k - 1) * 2.0 ** -16
+        for name, dtype in (("e4m3fn", torch.float8_e4m3fn), ("bf16", torch.bfloat16)):
+            c = torch.empty((m, n), dtype=torch.float32, device="cuda")
+            fp8_dot[(1,)](a.to(dtype).cuda(), b.to(dtype).cuda(), c, m, n, k)
+            got = float(c[0, 0].item())
+            out[f"{name}_K{k}"] = {"got": got, "exact": exact, "lost_products": round((exact - got) / 2.0 ** -16, 3)}
+    return out
+
+
+def float_to_uint8() -> dict[str, object]:
+    """How a compiled Triton float32 -> uint8 conversion treats negative values (C leaves it undefined)."""
+    import torch
+
+    from mxgate.tools.gpu_probe_kernels import to_uint8
+
+    x = torch.tensor([-127.0, -2.0, -1.0, -0.5, 0.0, 3.0, 127.0, 255.0, 256.0, 300.0], dtype=torch.float32)
+    xs = torch.zeros(16, dtype=torch.float32)  # tl.arange needs a power of two
+    xs[: x.numel()] = x
+    ys = torch.empty(16, dtype=torch.uint8, device="cuda")
+    to_uint8[(1,)](xs.cuda(), ys, 16)
+    return {str(float(v)): int(r) for v, r in zip(x.tolist(), ys.cpu().tolist())}
+
+
 def main() -> int:
     import torch
     import triton
@@ -74,6 +112,8 @@ def main() -> int:
         "inputs": int(x.size),
         "casts": torch_cuda_casts(x),
         "dot_scaled_e8m0": dot_scaled_decoding(),
+        "fp8_dot_accumulation": fp8_dot_accumulation(),
+        "float_to_uint8": float_to_uint8(),
     }
     json.dump(result, sys.stdout, indent=2)
     print()
