@@ -168,3 +168,32 @@ def test_plugin_leaves_other_pytest_runs_alone(tmp_path: Path) -> None:
 ])
 def test_exit_status_contract(pytest_status: int, rows: list[dict], named: list[str], allow: bool, expected: int) -> None:
     assert outcome.exit_status(pytest_status, rows, named, allow_unsupported=allow) == expected
+
+
+def test_known_findings_can_be_device_specific() -> None:
+    from mxgate.conformance import known_findings
+
+    cpu = known_findings.finding("aiter-triton", "mx.quantize", "cpu")
+    cuda = known_findings.finding("aiter-triton", "mx.quantize", "cuda")
+    assert "TRITON_INTERPRET" in cpu and "saturates" in cuda
+    assert known_findings.finding("triton-mxfp", "e2m1.encode", "cuda") == known_findings.finding("triton-mxfp", "e2m1.encode")
+    assert known_findings.finding("oracle", "e2m1.encode") is None
+
+
+def test_ops_a_platform_cannot_run_are_not_supported_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from mxgate.kernels import codecs, vllm_triton
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    assert "AMD gfx942 only" in vllm_triton._cuda_problem("fnuz")
+    assert vllm_triton._cuda_problem("fn") is None
+    import triton.tools.mxfp as mxfp
+
+    backend = codecs.TritonMxfpBackend("cpu")
+    assert backend.available_for("e8m0.decode")
+    monkeypatch.delattr(mxfp, "fp8e8m0_to_float32")
+    status = backend.available_for("e8m0.decode")
+    assert not status and "has no fp8e8m0_to_float32" in status.reason
+    assert backend.available_for("e2m1.encode")

@@ -38,5 +38,15 @@ KNOWN_FINDINGS.update({
 })
 
 
-def finding(backend: str, op: str) -> str | None:
-    return KNOWN_FINDINGS.get((backend, op))
+# Findings seen on one device only: (backend, op, device) -> the finding, before the entries above.
+DEVICE_FINDINGS: dict[tuple[str, str, str], str] = {}
+_AITER_UINT8 = ("AITER _mxfp4_quant_op converts the float unbiased exponent to uint8 before adding 127 "
+                "(quant.py: scale_e8m0_unbiased.to(tl.uint8) + 127); compiled on NVIDIA a negative float saturates "
+                "to 0, so every block with amax < 4 gets scale byte 0x7F (H200, docs/findings/aiter.md)")
+for _op in ("mx.quantize", "aiter.fused_flatten_mxfp4_quant", "aiter.fused_rms_mxfp4_quant"):
+    DEVICE_FINDINGS[("aiter-triton", _op, "cuda")] = _AITER_UINT8
+
+
+def finding(backend: str, op: str, device: str = "cpu") -> str | None:
+    """The documented finding of (backend, op) on ``device``, or None."""
+    return DEVICE_FINDINGS.get((backend, op, device)) or KNOWN_FINDINGS.get((backend, op))

@@ -315,9 +315,10 @@ def backend(backend_name: str, request: pytest.FixtureRequest):
 def record(request: pytest.FixtureRequest, backend_name: str):
     """record(op, config_id, verdict, seed=None, profile=None): store, attach to JUnit, fail on 'fail'."""
     xfail_known = request.config.getoption("--mxgate-xfail-known")
+    device = request.config.getoption("--device")
 
     def _record(op: str, config_id: str, verdict: Verdict, seed: int | None = None, profile: str | None = None) -> Verdict:
-        known = known_findings.finding(backend_name, op) if verdict.verdict == FAIL else None
+        known = known_findings.finding(backend_name, op, device) if verdict.verdict == FAIL else None
         _attach(request.node, backend_name, op, config_id, verdict, seed, profile, known=known,
                 expected=bool(known and xfail_known))
         if verdict.verdict == FAIL:
@@ -375,7 +376,7 @@ def _attach_fault(item: pytest.Item, name: str, error: BaseException) -> None:
         op, reason = error.op, error.cause
     else:
         op, reason = _op_of(item), f"the conformance test broke: {type(error).__name__}: {error}"
-    known = known_findings.finding(name, op)
+    known = known_findings.finding(name, op, item.config.getoption("--device"))
     _attach(item, name, op, _config_of(item), Verdict(FAIL, " ".join(reason.split())), None, None, known=known)
 
 

@@ -95,6 +95,17 @@ class TritonMxfpBackend(Backend):
     def available(self) -> Availability:
         return requires("torch", "triton")
 
+    def available_for(self, op: str) -> Availability:
+        status = self.available()
+        if status and op == "e8m0.decode":
+            import importlib
+
+            if not hasattr(importlib.import_module("triton.tools.mxfp"), "fp8e8m0_to_float32"):
+                import triton
+
+                return Availability(False, f"triton {triton.__version__}'s triton.tools.mxfp has no fp8e8m0_to_float32")
+        return status
+
     def ops(self) -> dict[str, Op]:
         def encode(x: np.ndarray) -> np.ndarray:
             torch = _torch()

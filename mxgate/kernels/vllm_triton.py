@@ -90,7 +90,7 @@ class VllmTritonBackend(Backend):
             return Availability(True, "")
         reason = self._reason or sources.triton_problem(self.mode)
         if reason is None and self.device == "cuda":
-            reason = _cuda_problem()
+            reason = _cuda_problem(self.fp8)
         if reason is None:
             try:
                 self.kernels()
@@ -361,10 +361,13 @@ def _torch() -> Any:
     return torch
 
 
-def _cuda_problem() -> str | None:
+def _cuda_problem(fp8: str) -> str | None:
     torch = _torch()
     if not torch.cuda.is_available():
         return "device='cuda' but torch sees no CUDA device"
+    if fp8 == "fnuz" and not getattr(torch.version, "hip", None):
+        # seen on the H200 (docs/results/h200-2026-12-01.md): Triton refuses fp8e4b8 there
+        return "e4m3fnuz (Triton fp8e4b8) exists on AMD gfx942 only; Triton on NVIDIA refuses the kernel"
     return None
 
 
