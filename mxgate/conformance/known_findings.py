@@ -42,9 +42,16 @@ KNOWN_FINDINGS.update({
 DEVICE_FINDINGS: dict[tuple[str, str, str], str] = {}
 _AITER_UINT8 = ("AITER _mxfp4_quant_op converts the float unbiased exponent to uint8 before adding 127 "
                 "(quant.py: scale_e8m0_unbiased.to(tl.uint8) + 127); compiled on NVIDIA a negative float saturates "
-                "to 0, so every block with amax < 4 gets scale byte 0x7F (H200, docs/findings/aiter.md)")
+                "to 0, so every block with amax < 4 gets scale byte 0x7F; and exp2(-127) flushes to 0, zeroing blocks "
+                "with a non-finite amax (H200, docs/findings/aiter.md)")
 for _op in ("mx.quantize", "aiter.fused_flatten_mxfp4_quant", "aiter.fused_rms_mxfp4_quant"):
     DEVICE_FINDINGS[("aiter-triton", _op, "cuda")] = _AITER_UINT8
+_HOPPER_FP8 = ("on Hopper an e4m3fn tl.dot with a float32 accumulator drops low bits on large tiles (GPU probe: "
+               "127 products of 2^-16 beside 1.0 lost on a 64x64 tile), so ROCm FP8 scorers written for float32 "
+               "MFMA accumulation leave the float32 bound on the H200; docs/results/h200-2026-12-01.md")
+for _backend, _op in (("vllm-triton", "vllm.fp8_paged_mqa_logits"), ("aiter-triton", "aiter.fp8_mqa_logits"),
+                      ("aiter-triton", "pa_mqa_logits_fp8.decode")):
+    DEVICE_FINDINGS[(_backend, _op, "cuda")] = _HOPPER_FP8
 
 
 def finding(backend: str, op: str, device: str = "cpu") -> str | None:

@@ -68,8 +68,8 @@ def fp8_dot_accumulation() -> dict[str, object]:
     from mxgate.tools.gpu_probe_kernels import fp8_dot
 
     out: dict[str, object] = {}
-    m = n = 16
-    for k in (32, 64, 128):
+    for (m, k) in ((16, 32), (16, 64), (16, 128), (64, 128), (128, 128)):
+        n = m
         a = torch.zeros((m, k), dtype=torch.float32)
         b = torch.zeros((k, n), dtype=torch.float32)
         a[0, 0] = b[0, 0] = 1.0
@@ -79,8 +79,22 @@ def fp8_dot_accumulation() -> dict[str, object]:
             c = torch.empty((m, n), dtype=torch.float32, device="cuda")
             fp8_dot[(1,)](a.to(dtype).cuda(), b.to(dtype).cuda(), c, m, n, k)
             got = float(c[0, 0].item())
-            out[f"{name}_K{k}"] = {"got": got, "exact": exact, "lost_products": round((exact - got) / 2.0 ** -16, 3)}
+            out[f"{name}_M{m}_K{k}"] = {"got": got, "exact": exact, "lost_products": round((exact - got) / 2.0 ** -16, 3)}
     return out
+
+
+def exp2_of_negative_exponents() -> dict[str, object]:
+    """tl.exp2 at the subnormal end, and the product x * exp2(e) with x = 2^127 (exact: 2^(127+e))."""
+    import torch
+
+    from mxgate.tools.gpu_probe_kernels import exp2_scale
+
+    e = torch.tensor([-126.0, -127.0, -128.0, -149.0] + [0.0] * 12, dtype=torch.float32)
+    x = torch.full((16,), 2.0 ** 127, dtype=torch.float32)
+    s, p = (torch.empty(16, dtype=torch.float32, device="cuda") for _ in range(2))
+    exp2_scale[(1,)](x.cuda(), e.cuda(), s, p, 16)
+    return {str(float(v)): {"exp2": float(a), "2^127*exp2": float(b)}
+            for v, a, b in zip(e[:4].tolist(), s[:4].cpu().tolist(), p[:4].cpu().tolist())}
 
 
 def float_to_uint8() -> dict[str, object]:
@@ -114,6 +128,7 @@ def main() -> int:
         "dot_scaled_e8m0": dot_scaled_decoding(),
         "fp8_dot_accumulation": fp8_dot_accumulation(),
         "float_to_uint8": float_to_uint8(),
+        "exp2_subnormal": exp2_of_negative_exponents(),
     }
     json.dump(result, sys.stdout, indent=2)
     print()

@@ -23,3 +23,12 @@ def fp8_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constex
 def to_uint8(x_ptr, out_ptr, SIZE: tl.constexpr):
     i = tl.arange(0, SIZE)
     tl.store(out_ptr + i, tl.load(x_ptr + i).to(tl.uint8))
+
+
+@triton.jit
+def exp2_scale(x_ptr, e_ptr, out_ptr, prod_ptr, SIZE: tl.constexpr):
+    """out = exp2(e), prod = x * exp2(e), as _mxfp4_quant_op computes its quant scale."""
+    i = tl.arange(0, SIZE)
+    s = tl.exp2(tl.load(e_ptr + i))
+    tl.store(out_ptr + i, s)
+    tl.store(prod_ptr + i, tl.load(x_ptr + i) * s)
