@@ -21,16 +21,14 @@ import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
-import os
 import sys
 import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
-Mode = Literal["interpret", "compiled"]
-MODES: tuple[str, ...] = ("interpret", "compiled")
+from mxgate.kernels.sources import MODES, Mode, env_scope, triton_mode, triton_version  # noqa: F401 - shared, re-exported
 
 # The version whose sources were read for these stubs (docs/findings/sglang.md).
 VERIFIED_VERSION = "0.5.23"
@@ -117,50 +115,6 @@ def sglang_version() -> str | None:
         return importlib.metadata.version("sglang")
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-def triton_version() -> tuple[int, int] | None:
-    """(major, minor) of the installed triton, read without importing it."""
-    try:
-        text = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    parts = text.split(".")
-    try:
-        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
-    except (IndexError, ValueError):
-        return None
-
-
-def triton_mode() -> Mode | None:
-    """The mode this process's triton was imported in, or None when it is not imported yet."""
-    standard = sys.modules.get("triton.language.standard")
-    if standard is None:
-        return None
-    probe = getattr(standard, "_elementwise_max", None)
-    interp = sys.modules.get("triton.runtime.interpreter")
-    if interp is not None and isinstance(probe, getattr(interp, "InterpretedFunction", ())):
-        return "interpret"
-    return "compiled"
-
-
-@contextlib.contextmanager
-def env_scope(mode: Mode) -> Iterator[None]:
-    """TRITON_INTERPRET as ``mode`` needs it (``1`` or unset) inside, the old value after."""
-    _check_mode(mode)
-    with _LOCK:
-        old = os.environ.get("TRITON_INTERPRET")
-        if mode == "interpret":
-            os.environ["TRITON_INTERPRET"] = "1"
-        else:
-            os.environ.pop("TRITON_INTERPRET", None)
-        try:
-            yield
-        finally:
-            if old is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = old
 
 
 def problem(mode: Mode) -> str | None:

@@ -265,9 +265,19 @@ _PROFILES: dict[str, Profile] = {
 }
 
 
+# The profiles the golden vectors carry a result for: this table as written above. Profiles of
+# outside implementations measured later are registered at the end of this module.
+_VECTOR_NAMES = tuple(_PROFILES)
+
+
 def names() -> list[str]:
     """All profile names, in registry order."""
     return list(_PROFILES)
+
+
+def vector_names() -> list[str]:
+    """The profiles the golden vectors carry results for (the base table, in its order)."""
+    return list(_VECTOR_NAMES)
 
 
 def get(name: str | Profile) -> Profile:
@@ -298,3 +308,8 @@ def register(profile: Profile) -> Profile:
         raise ValueError(f"profile name {profile.name!r} is taken; choose another name")
     _PROFILES[profile.name] = profile
     return profile
+
+
+# Registered on every import of this module, so the set of names never depends on what else a
+# process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer).
+from mxgate.oracle import profiles_aiter, profiles_vllm  # noqa: E402,F401

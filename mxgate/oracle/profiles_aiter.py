@@ -1,9 +1,8 @@
 """Profiles of AITER's Triton quantizers and Python references (docs/findings/aiter.md).
 
-They are registered when an AITER backend module (mxgate.kernels.aiter_triton / aiter_reference)
-or the AITER conformance tests are imported, not in mxgate.oracle.profiles' own table: the golden
-vector generator stores a result for every profile of that table, and these profiles are not in
-the committed vectors. Each is the semantics read from the code and confirmed by the gate's run.
+They are registered whenever mxgate.oracle.profiles is imported (its last lines import this
+module), so the set of profile names never depends on what else a process imported; the golden
+vectors carry results for profiles.vector_names() only, the base table. Each is the semantics read from the code and confirmed by the gate's run.
 """
 
 from __future__ import annotations

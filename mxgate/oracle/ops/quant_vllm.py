@@ -42,31 +42,11 @@ from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.ops import logits_validate as v
 
-PROFILE_NAME = "vllm-rocm"
+from mxgate.oracle.profiles_vllm import PROFILE_NAME, VLLM_ROCM  # noqa: E402,F401 - the quantizer's rule
+
 HEAD_DIM = 128
 ROPE_DIM = 64
 K_DOMAIN = (2.0**-60, 2.0**36)  # |x| range (besides 0) where the K front end is an exact identity
-
-# Registered (mxgate.oracle.profiles.register) when this module is imported, as the vLLM
-# backend and its conformance tests do, not in the profiles module's own table: the golden
-# vector generator stores a result for every profile of that table, and this one is not in the
-# committed vectors.
-VLLM_ROCM = _profiles.register(replace(
-    _profiles.hardware(),
-    name=PROFILE_NAME,
-    shipped_by=("vLLM PR #42908 ROCm branch of _fp32x2_to_fp4x2 with _quantize_mxfp4_pair / the MXFP4 K insert "
-                "(deepseek_v4_ops/fused_indexer_q.py, fused_compress_quant_cache.py)"),
-    zero_sign="if_negative",
-    nan="zero",
-    nan_scale="nan",
-    scale_policy="rceil",
-    exp_clamp=(0, 254),
-    amax_nan="ignore",
-    special_scale="clamped",
-    notes=("Thresholds with (x < 0) as the sign: ties to even, -0.0 -> 0x0, small negatives -> 0x8, NaN -> 0x0; "
-           "scale 2^ceil(log2(amax*fl(1/6))) clamped to [-127, 127], Inf amax -> byte 254. Measured under "
-           "Triton 3.9's interpreter (docs/findings/vllm.md)."),
-))
 
 
 def profile(name: str | _profiles.Profile = PROFILE_NAME) -> _profiles.Profile:

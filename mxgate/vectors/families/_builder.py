@@ -138,7 +138,7 @@ class FamilyBuilder:
         self.store = ArrayStore()
         self.groups: list[Group] = []
         self.flags_used: set[str] = set()
-        self.profiles = [_profiles.get(n) for n in (profiles or _profiles.names())]
+        self.profiles = [_profiles.get(n) for n in (profiles or _profiles.vector_names())]
 
     def rng(self, offset: int) -> np.random.Generator:
         """The family's random stream number ``offset`` (PCG64, seeded from the header seed)."""
