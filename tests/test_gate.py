@@ -197,3 +197,12 @@ def test_ops_a_platform_cannot_run_are_not_supported_here(monkeypatch: pytest.Mo
     status = backend.available_for("e8m0.decode")
     assert not status and "has no fp8e8m0_to_float32" in status.reason
     assert backend.available_for("e2m1.encode")
+
+
+def test_the_readme_check_on_the_cpu_backends(tmp_path: Path) -> None:
+    """README 'Start here': every available CPU backend; the one fail is triton-mxfp's known finding."""
+    done = mxgate(["check", "--tier", "quick", "--json", "m.json"], tmp_path)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:]
+    failing = [key for key, c in _cells(tmp_path / "m.json").items() if c["verdict"] == "fail"]
+    assert failing == [("triton-mxfp", "e2m1.encode")]
+    assert mxgate(["check", "--tier", "quick", "--xfail-known"], tmp_path).returncode == outcome.EXIT_PASS

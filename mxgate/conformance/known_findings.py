@@ -21,8 +21,6 @@ KNOWN_FINDINGS: dict[tuple[str, str], str] = {
 # elementwise when compiled, one bool under TRITON_INTERPRET=1, where every nibble comes out +-6.
 _AITER_NOT = ("AITER _mxfp4_quant_op applies `not` to a tensor (quant.py:145-146): under TRITON_INTERPRET=1 "
               "every nibble is +-6 (0x7/0xF), the scales are right; docs/findings/aiter.md")
-_AITER_INF = ("AITER ref_quant_mxfp4 gives a non-finite block amax the byte 254 (log2(inf) clamped to 127), "
-              "where the oracle's clamped floor/ceil rule gives 253; docs/findings/aiter.md")
 KNOWN_FINDINGS.update({
     ("vllm-triton-fnuz", "vllm.fp8_paged_mqa_logits"): (
         "vLLM PR #42908's FNUZ path bitcasts K to tl.float8e4b15 (bias 15) while the bytes are e4m3fnuz (bias 8): "
@@ -33,8 +31,6 @@ KNOWN_FINDINGS.update({
     ("aiter-reference", "aiter.f32_to_mx_e8m0_scale.ceil"): (
         "AITER f32_to_mx_e8m0_scale Ceil mode bumps the exponent of a subnormal amax/4 to byte 1 for every amax "
         "below 2^-124 (exact: byte 0); docs/findings/aiter.md"),
-    ("aiter-reference", "aiter.ref_quant_mxfp4.round_down"): _AITER_INF,
-    ("aiter-reference", "aiter.ref_quant_mxfp4.ceil"): _AITER_INF,
 })
 
 

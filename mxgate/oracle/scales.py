@@ -128,7 +128,9 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
             rounded = (u + np.uint32(0x200000)) & np.uint32(0xFF800000)
             field = ((rounded & EXP32) >> np.uint32(23)).astype(np.int64)
             biased = np.where(field == 0xFF, 0xFF, field - 2)  # rounding up into Inf: no scale fits
-    biased = np.clip(biased, 0, 0xFF)
+    # A NaN or Inf amax is the exponent field 0xFF under every policy (SPEC 3.4): the byte 0xFF,
+    # which only a "clamped" profile's exp_clamp then moves (as the exact model has it).
+    biased = np.clip(np.where(special, 0xFF, biased), 0, 0xFF)
     if p.exp_clamp is not None:
         biased = np.clip(biased, *p.exp_clamp)
     if p.special_scale == "nan_byte":
