@@ -5,8 +5,7 @@ every combination of profile fields: the floor is a max, a multiply or divide by
 constant rounds monotonically, the exponent of a ceiling or floor power of two, the mantissa
 rounding of the "even" policy and the clamps are monotone, and Inf gives the top byte. So
 bisection finds, for each byte b, the first pattern whose byte is >= b. On the 2^23 - 1 NaN
-patterns the byte is 0xFF under ``special_scale="nan_byte"``; otherwise it may depend on the
-payload (the "even" policy adds to the NaN's bits), so those are evaluated one by one. The result is a list of segment starts and the byte on each:
+patterns the byte is one constant: 0xFF, moved only by a "clamped" profile's exp_clamp. The result is a list of segment starts and the byte on each:
 
     byte(a) = values[i]  for the last i with starts[i] <= a          (512 entries, padded)
 
@@ -47,15 +46,6 @@ def _finite_starts(p: _profiles.Profile, device: str) -> torch.Tensor:
     return torch.unique(lo[lo <= INF])
 
 
-def _nan_starts(p: _profiles.Profile, device: str) -> torch.Tensor:
-    """Patterns of the NaN range where the byte changes (its first pattern included)."""
-    u = torch.arange(INF + 1, DOMAIN, dtype=torch.int64, device=device)
-    b = _scale_of(u, p)
-    change = torch.ones_like(b, dtype=torch.bool)
-    change[1:] = b[1:] != b[:-1]
-    return u[change]
-
-
 _SCALE_FIELDS = ("scale_policy", "scale_arithmetic", "amax_floor", "floor_where", "exp_clamp", "special_scale")
 
 
@@ -70,10 +60,7 @@ def _segments(p: _profiles.Profile, device: str) -> tuple[torch.Tensor, torch.Te
 
 @cache
 def _segments_for(key: tuple, p: _profiles.Profile, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if p.special_scale == "nan_byte":  # e8m0_scale's last step: every NaN amax gives 0xFF
-        nan = torch.tensor([INF + 1], dtype=torch.int64, device=device)
-    else:
-        nan = _nan_starts(p, device)
+    nan = torch.tensor([INF + 1], dtype=torch.int64, device=device)  # every NaN amax: one byte
     starts = torch.cat([_finite_starts(p, device), nan])
     values = _scale_of(starts, p)
     keep = torch.ones_like(starts, dtype=torch.bool)

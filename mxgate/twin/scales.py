@@ -118,7 +118,8 @@ def e8m0_scale(amax: torch.Tensor, profile: str | _profiles.Profile = "gfx950") 
             rounded = (u + 0x200000) & (0xFF800000 - (1 << 32))
             field = (srl(rounded, 23) & 0xFF).to(torch.int64)
             biased = torch.where(field == 0xFF, torch.full_like(field, 0xFF), field - 2)
-    biased = torch.clamp(biased, 0, 0xFF)
+    # as the oracle: a NaN or Inf amax is the byte 0xFF before exp_clamp under every policy
+    biased = torch.clamp(torch.where(special, torch.full_like(biased, 0xFF), biased), 0, 0xFF)
     if p.exp_clamp is not None:
         biased = torch.clamp(biased, *p.exp_clamp)
     if p.special_scale == "nan_byte":
