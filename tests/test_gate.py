@@ -4,6 +4,7 @@ exit status and the report files they leave there."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -206,3 +207,18 @@ def test_the_readme_check_on_the_cpu_backends(tmp_path: Path) -> None:
     failing = [key for key, c in _cells(tmp_path / "m.json").items() if c["verdict"] == "fail"]
     assert failing == [("triton-mxfp", "e2m1.encode")]
     assert mxgate(["check", "--tier", "quick", "--xfail-known"], tmp_path).returncode == outcome.EXIT_PASS
+
+
+@pytest.mark.parametrize("backend, variable", [("vllm-triton", "MXGATE_VLLM_SRC"), ("vllm-triton-fnuz", "MXGATE_VLLM_SRC"),
+                                               ("aiter-triton", "MXGATE_AITER_SRC"),
+                                               ("aiter-reference", "MXGATE_AITER_SRC")])
+def test_a_source_backend_without_its_source_is_one_line_naming_the_variable(tmp_path: Path, backend: str,
+                                                                             variable: str, monkeypatch) -> None:
+    for name in ("MXGATE_VLLM_SRC", "MXGATE_AITER_SRC"):
+        monkeypatch.delenv(name, raising=False)
+    if importlib.util.find_spec(backend.split("-")[0]) is not None:
+        pytest.skip(f"the {backend.split('-')[0]} package is installed here")
+    done = mxgate(["check", "--backend", backend, "--tier", "quick"], tmp_path)
+    assert done.returncode == outcome.EXIT_NOTHING_RAN, done.stdout[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(f"  {backend}: ")]
+    assert len(lines) == 1 and f"set {variable}" in lines[0]
