@@ -28,14 +28,7 @@ from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.ops import logits_vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
 from mxgate.oracle.ops import vllm_cases as vc
-
-FP4_PAGED = "vllm.fp4_paged_mqa_logits"
-FP4_RAGGED = "vllm.fp4_mqa_logits"
-FP8_PAGED = "vllm.fp8_paged_mqa_logits"
-TOPK = "vllm.fp4_paged_mqa_logits_topk"
-TILE_TOPK = "vllm.fp4_paged_mqa_logits_tile_topk"
-Q_QUANT = "vllm.indexer_q_mxfp4"
-K_STORE = "vllm-fp4-indexer-k.store"
+from mxgate.kernels.vllm_triton import FP4_PAGED, FP4_RAGGED, FP8_PAGED, K_STORE, Q_QUANT, TILE_TOPK, TOPK  # noqa: E402
 
 # (batch, next_n, heads, max_ctx, block_size, ctx2d, spread, page_bytes): the PR's matrix
 # (block 32/64, next_n 1, 2, 4, 5, 6, heads 32/64, dense and varlen) at avg_kv 192 / 448 scaled
