@@ -134,6 +134,10 @@ def test_raising_crashing_and_hanging_ops_are_fail_cells(tmp_path: Path, workers
         cell = cells[key]
         assert cell["verdict"] == "fail", key
         assert cause in cell["failures"][0]["reason"], (key, cell["failures"][0])
+    # a hung op waits out its timeout once (per worker process), later calls fail at once
+    hung = cells[("faulty_backends:Hanging", "e2m1.encode")]["failures"]
+    assert sum("timeout after 5 s (running" in f["reason"] and not f["reason"].startswith("not run") for f in hung) <= 2
+    assert any(f["reason"].startswith("not run: an earlier call of e2m1.encode hit the timeout") for f in hung)
     # the rest of the run completed: the faulty backends' other op, and every ml_dtypes cell
     for name in FAULTY:
         assert cells[(name, "e8m0.decode")]["verdict"] == "exact"
@@ -222,3 +226,10 @@ def test_a_source_backend_without_its_source_is_one_line_naming_the_variable(tmp
     assert done.returncode == outcome.EXIT_NOTHING_RAN, done.stdout[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith(f"  {backend}: ")]
     assert len(lines) == 1 and f"set {variable}" in lines[0]
+
+
+def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> None:
+    plain = mxgate(["vectors", "verify", "--dir", "no-such-folder"], tmp_path, timeout=60)
+    assert plain.returncode == outcome.EXIT_USAGE and "Traceback" not in plain.stderr
+    debug = mxgate(["vectors", "verify", "--dir", "no-such-folder", "--debug"], tmp_path, timeout=60)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
