@@ -58,3 +58,25 @@ def current() -> str:
 def suite_settings(**overrides) -> settings:
     """Settings for a conformance test: the selected profile, with per-test overrides."""
     return settings(settings.get_profile(current()), **overrides)
+
+
+def search(strategy, judge, failed) -> tuple[list, bool]:
+    """Run ``judge(example)`` on Hypothesis examples under the suite's settings. Returns every
+    result, in order, and whether the search failed (``failed(result)`` on some example); then
+    the last result is the shrunk failing example's, which Hypothesis replays last."""
+    from hypothesis import given
+
+    seen: list = []
+
+    @suite_settings()
+    @given(strategy)
+    def check(example) -> None:
+        seen.append(judge(example))
+        if failed(seen[-1]):
+            raise AssertionError("failing example")
+
+    try:
+        check()
+    except AssertionError:
+        return seen, True
+    return seen, False

@@ -24,14 +24,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from mxgate import oracle
-from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.test_elements import _blocks, _boundary_f32, _judge_mx, _scale_blocks
 from mxgate.conformance.verdicts import EXACT, FAIL, Verdict, combine, compare_arrays
-from mxgate.oracle import layouts, profiles_aiter  # noqa: F401 - registers the AITER profiles
+from mxgate.oracle import layouts
 from mxgate.oracle.ops import logits, logits_cases as lc
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
 from mxgate.vectors.families._values import bf16_patterns, f32, is_nan_bits
@@ -83,24 +82,8 @@ def test_mx_like_hypothesis(backend, record, profile_override, tier, op: str) ->
 def _hypothesis_blocks(backend, record, profile_override, op: str, strategy) -> None:
     profile = _profile(backend, op, profile_override)
     run = backend.op(op).run
-    failures: list[Verdict] = []
-    examples = [0]
-
-    @suite_settings()
-    @given(strategy)
-    def check(x: np.ndarray) -> None:
-        examples[0] += 1
-        v = _judge_mx(x, profile, run(x))
-        if not v.passed:
-            failures.append(v)
-            raise AssertionError(v.reason)
-
-    try:
-        check()
-        verdict = Verdict(EXACT)
-    except AssertionError:
-        verdict = failures[-1]  # Hypothesis replays the shrunk example last
-    record(op, "hypothesis-blocks", verdict, profile=profile)
+    seen, failed = search(strategy, lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
+    record(op, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)
 
 
 def _in_rms_contract(x: np.ndarray) -> np.ndarray:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
 from mxgate import oracle
-from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine, compare_arrays, differing
 from mxgate.oracle import profiles
 from mxgate.vectors.families import _unverified as unv
@@ -217,19 +216,5 @@ def test_mx_quantize_hypothesis(backend, record, profile_override, tier) -> None
         pytest.skip("Hypothesis blocks run from the default tier on")
     profile = _profile(backend, "mx.quantize", profile_override)
     run = backend.op("mx.quantize").run
-    failures: list[Verdict] = []
-
-    @suite_settings()
-    @given(_blocks())
-    def check(x: np.ndarray) -> None:
-        v = _judge_mx(x, profile, run(x))
-        if not v.passed:
-            failures.append(v)
-            raise AssertionError(v.reason)
-
-    try:
-        check()
-        verdict = Verdict(EXACT)
-    except AssertionError:
-        verdict = failures[-1]  # Hypothesis replays the shrunk example last
-    record("mx.quantize", "hypothesis-blocks", verdict, profile=profile)
+    seen, failed = search(_blocks(), lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
+    record("mx.quantize", "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
-from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine
 from mxgate.oracle import profiles
 from mxgate.oracle.ops import logits, logits_cases as lc
@@ -118,23 +117,15 @@ def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> No
         pytest.skip("Hypothesis cases run from the default tier on")
     op = _op(backend, record, DECODE)
     prof = _profile(op, profile_override)
-    seen: list[tuple[int, str, Verdict]] = []
-
-    @suite_settings()
-    @given(_ragged())
-    def check(params: tuple[int, int, int, list[int], int]) -> None:
+    def judge(params: tuple[int, int, int, list[int], int]) -> tuple[int, str, Verdict]:
         seed, next_n, heads, lens, spread = params
         case = lc.fp4_decode_case(seed, len(lens), 300, next_n, heads, context_lens=np.array(lens), spread=spread)
         scored = logits.pa_mqa_logits_fp4_exact(**case.kwargs, profile=prof)
-        verdict = _judge_fp4(op, scored, case.kwargs)
         cid = f"lens{'-'.join(map(str, lens))}_n{next_n}_h{heads}_spread{spread}"
-        seen.append((seed, cid, verdict))
-        if not verdict.passed:
-            raise AssertionError(f"seed {seed} {cid}: {verdict.reason}")
+        return seed, cid, _judge_fp4(op, scored, case.kwargs)
 
-    try:
-        check()
-    except AssertionError:
+    seen, failed = search(_ragged(), judge, lambda result: not result[2].passed)
+    if failed:
         seed, cid, verdict = seen[-1]  # Hypothesis replays the shrunk example last
         record(DECODE, f"ragged-hypothesis_{cid}_seed{seed}", verdict, seed=seed, profile=prof)
         return

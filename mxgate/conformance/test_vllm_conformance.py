@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
 from hypothesis import strategies as st
 
-from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine, compare_arrays
 from mxgate import oracle
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
@@ -141,20 +140,9 @@ def _paged_params(draw) -> tuple:
 def _hypothesis(record, op_name: str, prof: str, strategy, judge) -> None:
     """Run ``judge(params) -> (config id, seed, Verdict)`` under Hypothesis; record the shrunk
     failing example, or one summary row for all the examples."""
-    seen: list[tuple[int, str, Verdict]] = []
-
-    @suite_settings()
-    @given(strategy)
-    def check(params) -> None:
-        cid, seed, verdict = judge(params)
-        seen.append((seed, cid, verdict))
-        if not verdict.passed:
-            raise AssertionError(f"seed {seed} {cid}: {verdict.reason}")
-
-    try:
-        check()
-    except AssertionError:
-        seed, cid, verdict = seen[-1]  # Hypothesis replays the shrunk example last
+    seen, failed = search(strategy, judge, lambda result: not result[2].passed)
+    if failed:
+        cid, seed, verdict = seen[-1]  # Hypothesis replays the shrunk example last
         record(op_name, f"hypothesis_{cid}_seed{seed}", verdict, seed=seed, profile=prof)
         return
     worst = combine([v for _, _, v in seen]) if seen else Verdict(EXACT)
