@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import numpy as np
 from hypothesis import strategies as st
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle.profiles import AITER_AMAX_FLOOR
 from mxgate.oracle.scales import log2f_threshold_table
@@ -326,22 +327,22 @@ def _single(strategy: st.SearchStrategy[np.ndarray]) -> st.SearchStrategy[tuple[
 def _strategies() -> dict[str, Callable[[], st.SearchStrategy[tuple]]]:
     near = st.floats(-8, 8, width=32).map(_f32_bits)
     return {
-        "e2m1.encode": lambda: _single(f32_arrays(e2m1_pool(), near, _RANDOM_BITS)),
-        "e2m1.decode": lambda: _single(code_arrays(16)),
-        "e4m3fn.encode": lambda: _single(f32_arrays(e4m3_pool("fn"), st.floats(-512, 512, width=32).map(_f32_bits),
+        OpName.E2M1_ENCODE: lambda: _single(f32_arrays(e2m1_pool(), near, _RANDOM_BITS)),
+        OpName.E2M1_DECODE: lambda: _single(code_arrays(16)),
+        OpName.E4M3FN_ENCODE: lambda: _single(f32_arrays(e4m3_pool("fn"), st.floats(-512, 512, width=32).map(_f32_bits),
                                                     _RANDOM_BITS)),
-        "e4m3fnuz.encode": lambda: _single(f32_arrays(e4m3_pool("fnuz"), st.floats(-256, 256, width=32).map(_f32_bits),
+        OpName.E4M3FNUZ_ENCODE: lambda: _single(f32_arrays(e4m3_pool("fnuz"), st.floats(-256, 256, width=32).map(_f32_bits),
                                                       _RANDOM_BITS)),
-        "e4m3fn.decode": lambda: _single(code_arrays(256)),
-        "e4m3fnuz.decode": lambda: _single(code_arrays(256)),
-        "bf16.round": lambda: _single(f32_arrays(bf16_pool(), near, _RANDOM_BITS)),
-        "e8m0.decode": lambda: _single(code_arrays(256)),
-        "e8m0.scale": lambda: _single(f32_arrays(amax_pool(), st.floats(0, 2.0**-10, width=32).map(_f32_bits),
+        OpName.E4M3FN_DECODE: lambda: _single(code_arrays(256)),
+        OpName.E4M3FNUZ_DECODE: lambda: _single(code_arrays(256)),
+        OpName.BF16_ROUND: lambda: _single(f32_arrays(bf16_pool(), near, _RANDOM_BITS)),
+        OpName.E8M0_DECODE: lambda: _single(code_arrays(256)),
+        OpName.E8M0_SCALE: lambda: _single(f32_arrays(amax_pool(), st.floats(0, 2.0**-10, width=32).map(_f32_bits),
                                                  _RANDOM_BITS.map(_positive))),
-        "ue8m0.round": lambda: _single(f32_arrays(ue8m0_pool(), _RANDOM_BITS.map(_positive_finite_or_inf))),
-        "mx.quantize": lambda: _single(mx_blocks()),
-        "fp4_indexer.quantize": lambda: _single(bf16_rows()),
-        "fp4_indexer.quantize_rows": lambda: _single(bf16_rows()),
+        OpName.UE8M0_ROUND: lambda: _single(f32_arrays(ue8m0_pool(), _RANDOM_BITS.map(_positive_finite_or_inf))),
+        OpName.MX_QUANTIZE: lambda: _single(mx_blocks()),
+        OpName.FP4_INDEXER_QUANTIZE: lambda: _single(bf16_rows()),
+        OpName.FP4_INDEXER_QUANTIZE_ROWS: lambda: _single(bf16_rows()),
     }
 
 

@@ -37,6 +37,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 
+from mxgate.op_table import OpName
 from mxgate import cases, oracle
 from mxgate.kernels.base import Backend, OutsideContract
 from mxgate.kernels.isolation import BackendCrashed, BackendRaised
@@ -81,22 +82,22 @@ def _specs() -> dict[str, OpSpec]:
         return lambda p, c: (oracle.decode_e4m3(c, variant),)
 
     table = [
-        OpSpec("e2m1.encode", ("x",), ("codes",), (E2M1,), lambda p, x: (oracle.encode_e2m1(x, p),)),
-        OpSpec("e2m1.decode", ("codes",), ("values",), (F32,), lambda p, c: (oracle.decode_e2m1(c),)),
-        OpSpec("e4m3fn.encode", ("x",), ("codes",), (FP8_FN,), encode_e4m3("fn")),
-        OpSpec("e4m3fnuz.encode", ("x",), ("codes",), (FP8_FNUZ,), encode_e4m3("fnuz")),
-        OpSpec("e4m3fn.decode", ("codes",), ("values",), (F32,), decode_e4m3("fn"), (True,)),
-        OpSpec("e4m3fnuz.decode", ("codes",), ("values",), (F32,), decode_e4m3("fnuz"), (True,)),
-        OpSpec("bf16.round", ("x",), ("bits",), (BF16,), lambda p, x: (oracle.bf16_bits(x, p),)),
-        OpSpec("e8m0.decode", ("codes",), ("values",), (F32_SCALE,), lambda p, c: (oracle.decode_e8m0(c, p),),
+        OpSpec(OpName.E2M1_ENCODE, ("x",), ("codes",), (E2M1,), lambda p, x: (oracle.encode_e2m1(x, p),)),
+        OpSpec(OpName.E2M1_DECODE, ("codes",), ("values",), (F32,), lambda p, c: (oracle.decode_e2m1(c),)),
+        OpSpec(OpName.E4M3FN_ENCODE, ("x",), ("codes",), (FP8_FN,), encode_e4m3("fn")),
+        OpSpec(OpName.E4M3FNUZ_ENCODE, ("x",), ("codes",), (FP8_FNUZ,), encode_e4m3("fnuz")),
+        OpSpec(OpName.E4M3FN_DECODE, ("codes",), ("values",), (F32,), decode_e4m3("fn"), (True,)),
+        OpSpec(OpName.E4M3FNUZ_DECODE, ("codes",), ("values",), (F32,), decode_e4m3("fnuz"), (True,)),
+        OpSpec(OpName.BF16_ROUND, ("x",), ("bits",), (BF16,), lambda p, x: (oracle.bf16_bits(x, p),)),
+        OpSpec(OpName.E8M0_DECODE, ("codes",), ("values",), (F32_SCALE,), lambda p, c: (oracle.decode_e8m0(c, p),),
                (True,)),
-        OpSpec("e8m0.scale", ("amax",), ("e8m0",), (E8M0,), lambda p, a: (oracle.e8m0_scale(a, p),)),
-        OpSpec("ue8m0.round", ("s",), ("scale",), (F32_SCALE,),
+        OpSpec(OpName.E8M0_SCALE, ("amax",), ("e8m0",), (E8M0,), lambda p, a: (oracle.e8m0_scale(a, p),)),
+        OpSpec(OpName.UE8M0_ROUND, ("s",), ("scale",), (F32_SCALE,),
                lambda p, s: (oracle.scales.ue8m0_round(s, p.ue8m0_rounding),)),
-        OpSpec("mx.quantize", ("x",), ("packed", "e8m0"), (NIBBLES, E8M0), lambda p, x: oracle.quantize_mx(x, p),
+        OpSpec(OpName.MX_QUANTIZE, ("x",), ("packed", "e8m0"), (NIBBLES, E8M0), lambda p, x: oracle.quantize_mx(x, p),
                blocks=True),
     ]
-    for op in ("fp4_indexer.quantize", "fp4_indexer.quantize_rows"):
+    for op in (OpName.FP4_INDEXER_QUANTIZE, OpName.FP4_INDEXER_QUANTIZE_ROWS):
         table.append(OpSpec(op, ("x_bf16",), ("packed", "e8m0"), (NIBBLES, E8M0),
                             lambda p, x: oracle.quantize_mx(_bf16_f32(x), p), blocks=True))
     return {s.name: s for s in table}

@@ -8,9 +8,11 @@ failure of any other (backend, op) pair stays red either way.
 
 from __future__ import annotations
 
+from mxgate.op_table import OpName
+
 # (backend, op) -> the finding, as docs/permitted-variations.md states it
 KNOWN_FINDINGS: dict[tuple[str, str], str] = {
-    ("triton-mxfp", "e2m1.encode"): (
+    ("triton-mxfp", OpName.E2M1_ENCODE): (
         "triton.tools.mxfp.MXFP4Tensor pulls values within ~1e-6 of a midpoint to the even neighbour, on "
         "both sides (tie-break bias applied to every multi-element tensor), and does not saturate finite "
         "magnitudes above 2^25 (they encode as 2, 4 or +0); docs/permitted-variations.md, "
@@ -23,13 +25,13 @@ KNOWN_FINDINGS: dict[tuple[str, str], str] = {
 _AITER_NOT = ("AITER _mxfp4_quant_op applies `not` to a tensor (quant.py:145-146): under TRITON_INTERPRET=1 "
               "every nibble is +-6 (0x7/0xF), the scales are right; docs/findings/aiter.md")
 KNOWN_FINDINGS.update({
-    ("vllm-triton-fnuz", "vllm.fp8_paged_mqa_logits"): (
+    ("vllm-triton-fnuz", OpName.VLLM_FP8_PAGED_MQA_LOGITS): (
         "vLLM PR #42908's FNUZ path bitcasts K to tl.float8e4b15 (bias 15) while the bytes are e4m3fnuz (bias 8): "
         "every logit is 2^-7 of its value; docs/findings/vllm.md"),
-    ("aiter-triton", "mx.quantize"): _AITER_NOT,
-    ("aiter-triton", "aiter.fused_flatten_mxfp4_quant"): _AITER_NOT,
-    ("aiter-triton", "aiter.fused_rms_mxfp4_quant"): _AITER_NOT,
-    ("aiter-reference", "aiter.f32_to_mx_e8m0_scale.ceil"): (
+    ("aiter-triton", OpName.MX_QUANTIZE): _AITER_NOT,
+    ("aiter-triton", OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT): _AITER_NOT,
+    ("aiter-triton", OpName.AITER_FUSED_RMS_MXFP4_QUANT): _AITER_NOT,
+    ("aiter-reference", OpName.AITER_F32_TO_MX_E8M0_SCALE_CEIL): (
         "AITER f32_to_mx_e8m0_scale Ceil mode bumps the exponent of a subnormal amax/4 to byte 1 for every amax "
         "below 2^-124 (exact: byte 0); docs/findings/aiter.md"),
 })
@@ -41,13 +43,13 @@ _AITER_UINT8 = ("AITER _mxfp4_quant_op converts the float unbiased exponent to u
                 "(quant.py: scale_e8m0_unbiased.to(tl.uint8) + 127); compiled on NVIDIA a negative float saturates "
                 "to 0, so every block with amax < 4 gets scale byte 0x7F; and exp2(-127) flushes to 0, zeroing blocks "
                 "with a non-finite amax (H200, docs/findings/aiter.md)")
-for _op in ("mx.quantize", "aiter.fused_flatten_mxfp4_quant", "aiter.fused_rms_mxfp4_quant"):
+for _op in (OpName.MX_QUANTIZE, OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT, OpName.AITER_FUSED_RMS_MXFP4_QUANT):
     DEVICE_FINDINGS[("aiter-triton", _op, "cuda")] = _AITER_UINT8
 _HOPPER_FP8 = ("on Hopper an e4m3fn tl.dot with a float32 accumulator drops low bits on large tiles (GPU probe: "
                "127 products of 2^-16 beside 1.0 lost on a 64x64 tile), so ROCm FP8 scorers written for float32 "
                "MFMA accumulation leave the float32 bound on the H200; docs/results/h200-2026-12-01.md")
-for _backend, _op in (("vllm-triton", "vllm.fp8_paged_mqa_logits"), ("aiter-triton", "aiter.fp8_mqa_logits"),
-                      ("aiter-triton", "pa_mqa_logits_fp8.decode")):
+for _backend, _op in (("vllm-triton", OpName.VLLM_FP8_PAGED_MQA_LOGITS), ("aiter-triton", OpName.AITER_FP8_MQA_LOGITS),
+                      ("aiter-triton", OpName.PA_MQA_LOGITS_FP8_DECODE)):
     DEVICE_FINDINGS[(_backend, _op, "cuda")] = _HOPPER_FP8
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.test_elements import _blocks, _boundary_f32, _judge_mx, _scale_blocks
@@ -35,9 +36,9 @@ from mxgate.oracle.ops import logits, logits_cases as lc
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
 from mxgate.vectors.families._values import bf16_patterns, f32, is_nan_bits
 
-MX_OPS = ("aiter.fused_flatten_mxfp4_quant", "aiter.ref_quant_mxfp4.round_down", "aiter.ref_quant_mxfp4.even",
-          "aiter.ref_quant_mxfp4.ceil", "aiter.fp4_quant_e2m1_with_e8m0", "aiter.fp4_act_quant")
-RMS_OP = "aiter.fused_rms_mxfp4_quant"
+MX_OPS = (OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT, OpName.AITER_REF_QUANT_MXFP4_ROUND_DOWN, OpName.AITER_REF_QUANT_MXFP4_EVEN,
+          OpName.AITER_REF_QUANT_MXFP4_CEIL, OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0, OpName.AITER_FP4_ACT_QUANT)
+RMS_OP = OpName.AITER_FUSED_RMS_MXFP4_QUANT
 SCALE_OPS = tuple(f"aiter.f32_to_mx_e8m0_scale.{m}" for m in ("round_down", "round_up", "even", "ceil"))
 MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 RMS_MIN, RMS_MAX = 2.0**-76, 2.0**37
@@ -136,19 +137,19 @@ def test_e8m0_scale_modes(backend, record, profile_override, op: str) -> None:
                                                          np.asarray(backend.op(op).run(amax)), "e8m0"), profile=profile)
 
 
-@pytest.mark.mxgate_op("e2m1.decode")
+@pytest.mark.mxgate_op(OpName.E2M1_DECODE)
 def test_e2m1_decode(backend, record, profile_override) -> None:
-    profile = _profile(backend, "e2m1.decode", profile_override)
+    profile = _profile(backend, OpName.E2M1_DECODE, profile_override)
     codes = np.arange(16, dtype=np.uint8)
-    verdict = compare_arrays(oracle.decode_e2m1(codes), np.asarray(backend.op("e2m1.decode").run(codes)), "values")
-    record("e2m1.decode", "all-16-codes", verdict, profile=profile)
+    verdict = compare_arrays(oracle.decode_e2m1(codes), np.asarray(backend.op(OpName.E2M1_DECODE).run(codes)), "values")
+    record(OpName.E2M1_DECODE, "all-16-codes", verdict, profile=profile)
 
 
 # ---- layout builders ------------------------------------------------------------------------
 
-PAGED_KV = "aiter.create_paged_preshuffle_kv_fp4"
-KV_LAYOUT = "aiter.kv_fp4_preshuffle_layout"
-Q_SCALE = "aiter.dsv4_shuffle_scale"
+PAGED_KV = OpName.AITER_CREATE_PAGED_PRESHUFFLE_KV_FP4
+KV_LAYOUT = OpName.AITER_KV_FP4_PRESHUFFLE_LAYOUT
+Q_SCALE = OpName.AITER_DSV4_SHUFFLE_SCALE
 KV_BLOCK = 64
 
 
@@ -222,8 +223,8 @@ def test_dsv4_shuffle_scale(backend, record, profile_override, heads: int) -> No
 
 # ---- scorer references ----------------------------------------------------------------------
 
-MIXED = "aiter.ref_mqa_logits_mixed"
-FP8_RAGGED = "aiter.fp8_mqa_logits"
+MIXED = OpName.AITER_REF_MQA_LOGITS_MIXED
+FP8_RAGGED = OpName.AITER_FP8_MQA_LOGITS
 
 
 def _logits_verdict(check: logits.LogitsCheck) -> Verdict:
@@ -298,7 +299,7 @@ def test_fp8_mqa_logits(backend, record, cfg) -> None:
 
 # ---- indexer K quant-and-cache reference ----------------------------------------------------
 
-INDEXER_K = "aiter.indexer_k_quant_and_cache"
+INDEXER_K = OpName.AITER_INDEXER_K_QUANT_AND_CACHE
 
 
 def indexer_k_expected(k_bits: np.ndarray, cache: np.ndarray, slots: np.ndarray, preshuffle: bool,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine, compare_arrays, differing
@@ -56,21 +57,21 @@ def _judge_e2m1(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, profile
     return v
 
 
-@pytest.mark.mxgate_op("e2m1.encode")
+@pytest.mark.mxgate_op(OpName.E2M1_ENCODE)
 def test_e2m1_encode(backend, record, profile_override, tier) -> None:
-    profile = _profile(backend, "e2m1.encode", profile_override)
+    profile = _profile(backend, OpName.E2M1_ENCODE, profile_override)
     x = _inputs(tier)
-    verdict = _judge_e2m1(x, oracle.encode_e2m1(x, profile), backend.op("e2m1.encode").run(x), profile, "codes")
-    record("e2m1.encode", f"boundary-classes-{tier}", verdict, profile=profile)
+    verdict = _judge_e2m1(x, oracle.encode_e2m1(x, profile), backend.op(OpName.E2M1_ENCODE).run(x), profile, "codes")
+    record(OpName.E2M1_ENCODE, f"boundary-classes-{tier}", verdict, profile=profile)
     nan = f32(NAN_PAYLOADS)
-    verdict = _judge_e2m1(nan, oracle.encode_e2m1(nan, profile), backend.op("e2m1.encode").run(nan), profile, "codes")
-    record("e2m1.encode", "nan-payloads", verdict, profile=profile)
+    verdict = _judge_e2m1(nan, oracle.encode_e2m1(nan, profile), backend.op(OpName.E2M1_ENCODE).run(nan), profile, "codes")
+    record(OpName.E2M1_ENCODE, "nan-payloads", verdict, profile=profile)
 
 
-@pytest.mark.mxgate_op("e2m1.encode")
+@pytest.mark.mxgate_op(OpName.E2M1_ENCODE)
 @pytest.mark.exhaustive
 def test_e2m1_encode_every_float32(backend, record, profile_override) -> None:
-    _every_float32(backend, record, "e2m1.encode", profile_override,
+    _every_float32(backend, record, OpName.E2M1_ENCODE, profile_override,
                    lambda x, p: oracle.encode_e2m1(x, p), judge=_judge_e2m1)
 
 
@@ -122,32 +123,32 @@ def test_e4m3_decode(backend, record, profile_override, variant: str) -> None:
     record(op, "all-256-codes", verdict, profile=profile)
 
 
-@pytest.mark.mxgate_op("bf16.round")
+@pytest.mark.mxgate_op(OpName.BF16_ROUND)
 def test_bf16_round(backend, record, profile_override, tier) -> None:
-    profile = _profile(backend, "bf16.round", profile_override)
+    profile = _profile(backend, OpName.BF16_ROUND, profile_override)
     x = _boundary_f32()
     if tier != "quick":
         rng = np.random.Generator(np.random.PCG64(0x4D58))
         x = np.concatenate([x, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)])
     x = np.concatenate([x[~is_nan_bits(x.view(np.uint32))], f32(NAN_PAYLOADS)])
-    record("bf16.round", f"boundary-classes-{tier}", compare_arrays(oracle.bf16_bits(x, profile),
-                                                                  backend.op("bf16.round").run(x), "bits"),
+    record(OpName.BF16_ROUND, f"boundary-classes-{tier}", compare_arrays(oracle.bf16_bits(x, profile),
+                                                                  backend.op(OpName.BF16_ROUND).run(x), "bits"),
            seed=0x4D58, profile=profile)
 
 
-@pytest.mark.mxgate_op("bf16.round")
+@pytest.mark.mxgate_op(OpName.BF16_ROUND)
 @pytest.mark.exhaustive
 def test_bf16_round_every_float32(backend, record, profile_override) -> None:
-    _every_float32(backend, record, "bf16.round", profile_override, lambda x, p: oracle.bf16_bits(x, p))
+    _every_float32(backend, record, OpName.BF16_ROUND, profile_override, lambda x, p: oracle.bf16_bits(x, p))
 
 
-@pytest.mark.mxgate_op("e8m0.decode")
+@pytest.mark.mxgate_op(OpName.E8M0_DECODE)
 def test_e8m0_decode(backend, record, profile_override) -> None:
-    profile = _profile(backend, "e8m0.decode", profile_override)
+    profile = _profile(backend, OpName.E8M0_DECODE, profile_override)
     codes = np.arange(256, dtype=np.uint8)
-    verdict = compare_arrays(oracle.decode_e8m0(codes, profile), backend.op("e8m0.decode").run(codes), "values",
+    verdict = compare_arrays(oracle.decode_e8m0(codes, profile), backend.op(OpName.E8M0_DECODE).run(codes), "values",
                              nan_equal=True)
-    record("e8m0.decode", "all-256-codes", verdict, profile=profile)
+    record(OpName.E8M0_DECODE, "all-256-codes", verdict, profile=profile)
 
 
 # ---- mx.quantize ----------------------------------------------------------------------------
@@ -186,11 +187,11 @@ def _scale_blocks() -> np.ndarray:
     return np.stack(rows)
 
 
-@pytest.mark.mxgate_op("mx.quantize")
+@pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
 def test_mx_quantize_boundaries(backend, record, profile_override) -> None:
-    profile = _profile(backend, "mx.quantize", profile_override)
+    profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
     x = _scale_blocks()
-    record("mx.quantize", "scale-boundary-blocks", _judge_mx(x, profile, backend.op("mx.quantize").run(x)), profile=profile)
+    record(OpName.MX_QUANTIZE, "scale-boundary-blocks", _judge_mx(x, profile, backend.op(OpName.MX_QUANTIZE).run(x)), profile=profile)
 
 
 _FLOATS = st.one_of(
@@ -210,11 +211,11 @@ def _blocks(draw) -> np.ndarray:
     return np.where(np.isfinite(x32), x32, np.float32(0.0)).reshape(1, -1)
 
 
-@pytest.mark.mxgate_op("mx.quantize")
+@pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
 def test_mx_quantize_hypothesis(backend, record, profile_override, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis blocks run from the default tier on")
-    profile = _profile(backend, "mx.quantize", profile_override)
-    run = backend.op("mx.quantize").run
+    profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
+    run = backend.op(OpName.MX_QUANTIZE).run
     seen, failed = search(_blocks(), lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
-    record("mx.quantize", "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)
+    record(OpName.MX_QUANTIZE, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mxgate.op_table import OpName
 from mxgate.conformance.hypothesis_profiles import suite_settings
 from mxgate.conformance.verdicts import EXACT, FAIL, Verdict
 from mxgate.oracle import ops, profiles
@@ -37,7 +38,7 @@ from mxgate.oracle.ops.indexer_cases import (
     make_case,
 )
 
-OP = "indexer_qk_rope_quant_and_cache"
+OP = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 OUTPUTS = ("q_out", "weights_out", "kv_cache", "q_scale_out", "kv_cache_scale")
 pytestmark = pytest.mark.mxgate_op(OP)
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
+from mxgate.op_table import OpName
 from mxgate.conformance.hypothesis_profiles import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine
 from mxgate.oracle import profiles
@@ -20,11 +21,11 @@ from mxgate.oracle.ops import logits, logits_cases as lc
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
 from mxgate.oracle.ops.logits_sglang import fp4_index_logits_decode_exact, fp4_index_logits_paged_exact
 
-DECODE = "pa_mqa_logits_fp4.decode"
-PREFILL = "pa_mqa_logits_fp4.prefill"
-FP8 = "pa_mqa_logits_fp8.decode"
-SGLANG_DECODE = "sglang.fp4_index_logits.decode"
-SGLANG_PAGED = "sglang.fp4_index_logits.paged"
+DECODE = OpName.PA_MQA_LOGITS_FP4_DECODE
+PREFILL = OpName.PA_MQA_LOGITS_FP4_PREFILL
+FP8 = OpName.PA_MQA_LOGITS_FP8_DECODE
+SGLANG_DECODE = OpName.SGLANG_FP4_INDEX_LOGITS_DECODE
+SGLANG_PAGED = OpName.SGLANG_FP4_INDEX_LOGITS_PAGED
 
 # AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py: (batch, max_ctx, next_n, heads)
 AITER_CONFIGS = [(2, 512, 1, 64), (3, 1024, 1, 64), (2, 512, 2, 64), (2, 768, 1, 128), (4, 2048, 1, 64)]

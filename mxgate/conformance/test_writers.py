@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, Verdict, compare_arrays, combine
 
 SEED = 20261129
 BLOCKS = 3
 ROWS = 40  # sglang's per-row kernel costs ~36 ms a row under the interpreter
-_SPLIT = {"aiter-fp4-kv.store": "aiter-fp4-kv", "sglang-page8.store": "sglang-page8"}
+_SPLIT = {OpName.AITER_FP4_KV_STORE: "aiter-fp4-kv", OpName.SGLANG_PAGE8_STORE: "sglang-page8"}
 
 
 def _k_rows(seed: int, rows: int, plant_ties: bool) -> np.ndarray:
@@ -41,7 +42,7 @@ def _slots(seed: int, rows: int) -> np.ndarray:
 
 
 def _buffers(op: str) -> tuple[np.ndarray, ...]:
-    if op == "sglang-page68.store":
+    if op == OpName.SGLANG_PAGE68_STORE:
         return (oracle.layouts.get("sglang-page68").new_buffer(num_pages=BLOCKS),)
     layout = _SPLIT[op]
     return (oracle.layouts.get(layout).new_buffer(num_pages=BLOCKS) if layout == "sglang-page8"
@@ -54,7 +55,7 @@ def _as_tuple(result: object) -> tuple[np.ndarray, ...]:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
-@pytest.mark.parametrize("op", ["aiter-fp4-kv.store", "sglang-page8.store", "sglang-page68.store"])
+@pytest.mark.parametrize("op", [OpName.AITER_FP4_KV_STORE, OpName.SGLANG_PAGE8_STORE, OpName.SGLANG_PAGE68_STORE])
 @pytest.mark.parametrize("plant_ties", [False, True], ids=["random", "ties"])
 def test_writer_matches_oracle(op: str, plant_ties: bool, backend, record, profile_override, request) -> None:
     request.node.add_marker(pytest.mark.mxgate_op(op))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, requires
 from mxgate.kernels.torch_bridge import TensorSpec, spec_of, to_numpy, to_torch
 
@@ -89,7 +90,7 @@ class RealSignature:
 def read_signature(root: Path) -> RealSignature:
     """Parse the declaration with ``ast`` and the host checks with a regular expression."""
     tree = ast.parse((root / CACHE_PY).read_text(encoding="utf-8"), filename=CACHE_PY)
-    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "indexer_qk_rope_quant_and_cache"]
+    found = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE]
     if not found:
         raise ValueError(f"{CACHE_PY} declares no indexer_qk_rope_quant_and_cache")
     args = found[0].args
@@ -204,10 +205,10 @@ class AiterBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         return {
-            "indexer_qk_rope_quant_and_cache": Op("indexer_qk_rope_quant_and_cache", "gfx950", self._indexer),
-            "mx.quantize": Op("mx.quantize", "aiter-per1x32", self._per_1x32),
-            "pa_mqa_logits_fp4.decode": Op("pa_mqa_logits_fp4.decode", "gfx950", self._decode),
-            "pa_mqa_logits_fp4.prefill": Op("pa_mqa_logits_fp4.prefill", "gfx950", self._prefill),
+            OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: Op(OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE, "gfx950", self._indexer),
+            OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, "aiter-per1x32", self._per_1x32),
+            OpName.PA_MQA_LOGITS_FP4_DECODE: Op(OpName.PA_MQA_LOGITS_FP4_DECODE, "gfx950", self._decode),
+            OpName.PA_MQA_LOGITS_FP4_PREFILL: Op(OpName.PA_MQA_LOGITS_FP4_PREFILL, "gfx950", self._prefill),
         }
 
     def _indexer(self, **kwargs: Any) -> dict[str, np.ndarray]:

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
@@ -53,13 +54,13 @@ REF_QUANT_PROFILES = {"round_down": "aiter-ref-floor", "round_up": "aiter-ref-rc
                       "ceil": "aiter-ref-ceil"}
 SCALE_OP = "aiter.f32_to_mx_e8m0_scale"
 REF_QUANT_OP = "aiter.ref_quant_mxfp4"
-ARGMIN_QUANT = "aiter.fp4_quant_e2m1_with_e8m0"
-ACT_QUANT = "aiter.fp4_act_quant"
-PAGED_KV = "aiter.create_paged_preshuffle_kv_fp4"
-KV_LAYOUT = "aiter.kv_fp4_preshuffle_layout"
-Q_SCALE_LAYOUT = "aiter.dsv4_shuffle_scale"
-MIXED_LOGITS = "aiter.ref_mqa_logits_mixed"
-INDEXER_K = "aiter.indexer_k_quant_and_cache"
+ARGMIN_QUANT = OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0
+ACT_QUANT = OpName.AITER_FP4_ACT_QUANT
+PAGED_KV = OpName.AITER_CREATE_PAGED_PRESHUFFLE_KV_FP4
+KV_LAYOUT = OpName.AITER_KV_FP4_PRESHUFFLE_LAYOUT
+Q_SCALE_LAYOUT = OpName.AITER_DSV4_SHUFFLE_SCALE
+MIXED_LOGITS = OpName.AITER_REF_MQA_LOGITS_MIXED
+INDEXER_K = OpName.AITER_INDEXER_K_QUANT_AND_CACHE
 CUDA_ONLY = {KV_LAYOUT: "kv_fp4_preshuffle_layout makes its buffers with device=\"cuda\" (a literal in the op test)"}
 
 # op test file (loader.OP_TESTS key) -> the functions taken from it
@@ -141,10 +142,10 @@ class AiterReferenceBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         table = [
-            Op("e2m1.encode", "aiter-py", self.e2m1_encode, "fp4_utils.f32_to_mxfp4, nibbles unpacked"),
-            Op("e2m1.decode", "aiter-py", self.e2m1_decode, "fp4_utils.mxfp4_to_f32 on packed codes"),
-            Op("e8m0.decode", "aiter-py", self.e8m0_decode, "fp4_utils.e8m0_to_f32"),
-            Op("mx.quantize", REF_QUANT_PROFILES["round_up"], self._ref_quant("round_up"),
+            Op(OpName.E2M1_ENCODE, "aiter-py", self.e2m1_encode, "fp4_utils.f32_to_mxfp4, nibbles unpacked"),
+            Op(OpName.E2M1_DECODE, "aiter-py", self.e2m1_decode, "fp4_utils.mxfp4_to_f32 on packed codes"),
+            Op(OpName.E8M0_DECODE, "aiter-py", self.e8m0_decode, "fp4_utils.e8m0_to_f32"),
+            Op(OpName.MX_QUANTIZE, REF_QUANT_PROFILES["round_up"], self._ref_quant("round_up"),
                "op_tests/test_quant_mxfp4.py ref_quant_mxfp4, default round_mode=1 (RoundUp)"),
             Op(ARGMIN_QUANT, "argmin", self.fp4_quant_e2m1_with_e8m0,
                "op_tests/test_flydsl_pa_mqa_logits_fp4.py fp4_quant_e2m1_with_e8m0"),

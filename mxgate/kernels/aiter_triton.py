@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
@@ -35,10 +36,10 @@ DEVICES = ("cpu", "cuda")
 GROUP = 32
 QUANT_PROFILE = "aiter-even"
 SCORER_PROFILE = "gfx950"  # e4m3fn decoding only
-FUSED_FLATTEN = "aiter.fused_flatten_mxfp4_quant"
-FUSED_RMS = "aiter.fused_rms_mxfp4_quant"
-FP8_RAGGED = "aiter.fp8_mqa_logits"
-FP8_PAGED = "pa_mqa_logits_fp8.decode"
+FUSED_FLATTEN = OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT
+FUSED_RMS = OpName.AITER_FUSED_RMS_MXFP4_QUANT
+FP8_RAGGED = OpName.AITER_FP8_MQA_LOGITS
+FP8_PAGED = OpName.PA_MQA_LOGITS_FP8_DECODE
 # fused_rms_mxfp4_quant's RMSNorm as an exact identity: rsqrt(mean + 2^100) = 2^-50, times 2^50.
 RMS_WEIGHT = 2.0**50
 RMS_EPSILON = 2.0**100
@@ -94,7 +95,7 @@ class AiterTritonBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         return {
-            "mx.quantize": Op("mx.quantize", QUANT_PROFILE, self.dynamic_mxfp4_quant,
+            OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, QUANT_PROFILE, self.dynamic_mxfp4_quant,
                               "dynamic_mxfp4_quant (aiter/ops/triton/quant/quant.py)"),
             FUSED_FLATTEN: Op(FUSED_FLATTEN, QUANT_PROFILE, self.fused_flatten_mxfp4_quant,
                               "fused_flatten_mxfp4_quant on x viewed [M, N/32, 32]"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 
 
@@ -37,13 +38,13 @@ class MlDtypesBackend(Backend):
             return lambda codes: codes.view(dtype).astype(np.float32)
 
         return {
-            "e2m1.encode": Op("e2m1.encode", "ml_dtypes", cast(ml_dtypes.float4_e2m1fn, np.uint8)),
-            "e4m3fn.encode": Op("e4m3fn.encode", "ml_dtypes", cast(ml_dtypes.float8_e4m3fn, np.uint8)),
-            "e4m3fnuz.encode": Op("e4m3fnuz.encode", "ml_dtypes", cast(ml_dtypes.float8_e4m3fnuz, np.uint8)),
-            "e4m3fn.decode": Op("e4m3fn.decode", "ml_dtypes", widen(ml_dtypes.float8_e4m3fn)),
-            "e4m3fnuz.decode": Op("e4m3fnuz.decode", "ml_dtypes", widen(ml_dtypes.float8_e4m3fnuz)),
-            "bf16.round": Op("bf16.round", "ml_dtypes", cast(ml_dtypes.bfloat16, np.uint16)),
-            "e8m0.decode": Op("e8m0.decode", "ml_dtypes", widen(ml_dtypes.float8_e8m0fnu)),
+            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, "ml_dtypes", cast(ml_dtypes.float4_e2m1fn, np.uint8)),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, "ml_dtypes", cast(ml_dtypes.float8_e4m3fn, np.uint8)),
+            OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, "ml_dtypes", cast(ml_dtypes.float8_e4m3fnuz, np.uint8)),
+            OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, "ml_dtypes", widen(ml_dtypes.float8_e4m3fn)),
+            OpName.E4M3FNUZ_DECODE: Op(OpName.E4M3FNUZ_DECODE, "ml_dtypes", widen(ml_dtypes.float8_e4m3fnuz)),
+            OpName.BF16_ROUND: Op(OpName.BF16_ROUND, "ml_dtypes", cast(ml_dtypes.bfloat16, np.uint16)),
+            OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, "ml_dtypes", widen(ml_dtypes.float8_e8m0fnu)),
         }
 
 
@@ -80,12 +81,12 @@ class TorchCastBackend(Backend):
         # e4m3fn does not saturate and bf16 NaN is 0x7FFF; e4m3fnuz never saturates.
         fn_profile = "torch-cpu" if self.device == "cpu" else "torch-cuda"
         return {
-            "e4m3fn.encode": Op("e4m3fn.encode", fn_profile, self._cast("float8_e4m3fn", "uint8")),
-            "e4m3fnuz.encode": Op("e4m3fnuz.encode", "ml_dtypes", self._cast("float8_e4m3fnuz", "uint8")),
-            "e4m3fn.decode": Op("e4m3fn.decode", "gfx950", self._widen("float8_e4m3fn")),
-            "e4m3fnuz.decode": Op("e4m3fnuz.decode", "gfx950", self._widen("float8_e4m3fnuz")),
-            "bf16.round": Op("bf16.round", fn_profile, self._cast("bfloat16", "int16")),
-            "e8m0.decode": Op("e8m0.decode", "gfx950", self._widen("float8_e8m0fnu")),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, fn_profile, self._cast("float8_e4m3fn", "uint8")),
+            OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, "ml_dtypes", self._cast("float8_e4m3fnuz", "uint8")),
+            OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, "gfx950", self._widen("float8_e4m3fn")),
+            OpName.E4M3FNUZ_DECODE: Op(OpName.E4M3FNUZ_DECODE, "gfx950", self._widen("float8_e4m3fnuz")),
+            OpName.BF16_ROUND: Op(OpName.BF16_ROUND, fn_profile, self._cast("bfloat16", "int16")),
+            OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, "gfx950", self._widen("float8_e8m0fnu")),
         }
 
 
@@ -97,7 +98,7 @@ class TritonMxfpBackend(Backend):
 
     def available_for(self, op: str) -> Availability:
         status = self.available()
-        if status and op == "e8m0.decode":
+        if status and op == OpName.E8M0_DECODE:
             import importlib
 
             if not hasattr(importlib.import_module("triton.tools.mxfp"), "fp8e8m0_to_float32"):
@@ -121,8 +122,8 @@ class TritonMxfpBackend(Backend):
             return fp8e8m0_to_float32(torch.from_numpy(np.ascontiguousarray(codes, np.uint8))).numpy()
 
         return {
-            "e2m1.encode": Op("e2m1.encode", "ocp", encode, note="documented as roundTiesToEven"),
-            "e8m0.decode": Op("e8m0.decode", "gfx950", decode_scale),
+            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, "ocp", encode, note="documented as roundTiesToEven"),
+            OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, "gfx950", decode_scale),
         }
 
 
@@ -147,4 +148,4 @@ class TorchaoBackend(Backend):
 
             return f32_to_f4_unpacked(torch.from_numpy(np.ascontiguousarray(x, np.float32).copy())).numpy()
 
-        return {"e2m1.encode": Op("e2m1.encode", "aiter-py", encode)}
+        return {OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, "aiter-py", encode)}

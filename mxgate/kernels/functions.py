@@ -4,8 +4,8 @@
 
     Backend = backend_from_functions(
         "my-quantizer",
-        kernel("e2m1.encode", my_encode, profile="gfx950"),
-        kernel("mx.quantize", my_quantize, profile="gfx950", arrays="torch"),
+        kernel(OpName.E2M1_ENCODE, my_encode, profile="gfx950"),
+        kernel(OpName.MX_QUANTIZE, my_quantize, profile="gfx950", arrays="torch"),
     )
 
 Each function takes the op's inputs (mxgate.kernels.ops_catalogue) and returns its outputs, as
@@ -22,6 +22,7 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 from mxgate.kernels.ops_catalogue import OPS, POSITIONAL
 

@@ -6,6 +6,7 @@ import importlib.util
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.kernels.base import Backend, Op
 
@@ -20,22 +21,22 @@ class OracleBackend(Backend):
     def ops(self) -> dict[str, Op]:
         p = self.profile
         table = {
-            "e2m1.encode": Op("e2m1.encode", p, lambda x: oracle.encode_e2m1(x, p)),
-            "mx.quantize": Op("mx.quantize", p, lambda x: oracle.quantize_mx(x, p)),
-            "e4m3fn.encode": Op("e4m3fn.encode", p, lambda x: oracle.encode_e4m3(x, "fn")),
-            "e4m3fnuz.encode": Op("e4m3fnuz.encode", p, lambda x: oracle.encode_e4m3(x, "fnuz")),
-            "e4m3fn.decode": Op("e4m3fn.decode", p, lambda c: oracle.decode_e4m3(c, "fn")),
-            "e4m3fnuz.decode": Op("e4m3fnuz.decode", p, lambda c: oracle.decode_e4m3(c, "fnuz")),
-            "bf16.round": Op("bf16.round", p, lambda x: oracle.bf16_bits(np.asarray(x, np.float32))),
-            "e8m0.decode": Op("e8m0.decode", p, lambda c: oracle.decode_e8m0(c, p)),
-            "e2m1.decode": Op("e2m1.decode", p, oracle.decode_e2m1),
-            "e8m0.scale": Op("e8m0.scale", p, lambda amax: oracle.e8m0_scale(amax, p)),
-            "ue8m0.round": Op("ue8m0.round", p, lambda s: oracle.scales.ue8m0_round(s, oracle.profiles.get(p).ue8m0_rounding)),
-            "fp4_indexer.quantize": Op("fp4_indexer.quantize", p, lambda x: oracle.quantize_mx(_bf16_f32(x), p)),
-            "aiter-fp4-kv.store": Op("aiter-fp4-kv.store", p, self._aiter_store),
-            "sglang-page68.store": Op("sglang-page68.store", p, self._page68_store),
-            "sglang-page8.store": Op("sglang-page8.store", p, self._page8_store),
-            "sglang-page68.gather": Op("sglang-page68.gather", p, _page68_gather),
+            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, p, lambda x: oracle.encode_e2m1(x, p)),
+            OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, p, lambda x: oracle.quantize_mx(x, p)),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, p, lambda x: oracle.encode_e4m3(x, "fn")),
+            OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, p, lambda x: oracle.encode_e4m3(x, "fnuz")),
+            OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, p, lambda c: oracle.decode_e4m3(c, "fn")),
+            OpName.E4M3FNUZ_DECODE: Op(OpName.E4M3FNUZ_DECODE, p, lambda c: oracle.decode_e4m3(c, "fnuz")),
+            OpName.BF16_ROUND: Op(OpName.BF16_ROUND, p, lambda x: oracle.bf16_bits(np.asarray(x, np.float32))),
+            OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, p, lambda c: oracle.decode_e8m0(c, p)),
+            OpName.E2M1_DECODE: Op(OpName.E2M1_DECODE, p, oracle.decode_e2m1),
+            OpName.E8M0_SCALE: Op(OpName.E8M0_SCALE, p, lambda amax: oracle.e8m0_scale(amax, p)),
+            OpName.UE8M0_ROUND: Op(OpName.UE8M0_ROUND, p, lambda s: oracle.scales.ue8m0_round(s, oracle.profiles.get(p).ue8m0_rounding)),
+            OpName.FP4_INDEXER_QUANTIZE: Op(OpName.FP4_INDEXER_QUANTIZE, p, lambda x: oracle.quantize_mx(_bf16_f32(x), p)),
+            OpName.AITER_FP4_KV_STORE: Op(OpName.AITER_FP4_KV_STORE, p, self._aiter_store),
+            OpName.SGLANG_PAGE68_STORE: Op(OpName.SGLANG_PAGE68_STORE, p, self._page68_store),
+            OpName.SGLANG_PAGE8_STORE: Op(OpName.SGLANG_PAGE8_STORE, p, self._page8_store),
+            OpName.SGLANG_PAGE68_GATHER: Op(OpName.SGLANG_PAGE68_GATHER, p, _page68_gather),
         }
         if importlib.util.find_spec("mxgate.oracle.ops") is not None:
             table.update(_op_level(p))
@@ -98,10 +99,10 @@ def _op_level(profile: str) -> dict[str, Op]:
 
     found: dict[str, Op] = {}
     for op_name, attr in (
-        ("indexer_qk_rope_quant_and_cache", "indexer_qk_rope_quant_and_cache"),
-        ("pa_mqa_logits_fp4.decode", "pa_mqa_logits_fp4"),
-        ("pa_mqa_logits_fp4.prefill", "pa_mqa_logits_fp4_prefill"),
-        ("pa_mqa_logits_fp8.decode", "pa_mqa_logits_fp8"),
+        (OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE, OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE),
+        (OpName.PA_MQA_LOGITS_FP4_DECODE, "pa_mqa_logits_fp4"),
+        (OpName.PA_MQA_LOGITS_FP4_PREFILL, "pa_mqa_logits_fp4_prefill"),
+        (OpName.PA_MQA_LOGITS_FP8_DECODE, "pa_mqa_logits_fp8"),
     ):
         function = getattr(ops, attr, None)
         if function is not None:

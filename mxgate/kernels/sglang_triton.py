@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 from mxgate.kernels import sglang_loader as loader
 
@@ -28,16 +29,16 @@ DEVICES = ("cpu", "cuda")
 
 # Ops that cannot run under the CPU interpreter, with the reason (findings doc, section 6).
 GPU_ONLY: dict[str, str] = {
-    "sglang.index_k_rope_pack": (
+    OpName.SGLANG_INDEX_K_ROPE_PACK: (
         "its kernel calls libdevice.rint (fp4_indexer.py:277), which the Triton interpreter "
         "does not implement"
     ),
-    "sglang.fp4_index_logits.decode": (
+    OpName.SGLANG_FP4_INDEX_LOGITS_DECODE: (
         "under TRITON_INTERPRET=1 it runs but is wrong: the interpreter's tl.dot multiplies the "
         "raw uint16 bits of bf16 operands, and its fp32->bf16 casts truncate instead of rounding "
         "to nearest even"
     ),
-    "sglang.fp4_index_logits.paged": (
+    OpName.SGLANG_FP4_INDEX_LOGITS_PAGED: (
         "its launcher calls torch.cuda.get_device_properties (fp4_indexer.py:632), and under the "
         "interpreter its bf16 tl.dot and fp32->bf16 casts are wrong as for the decode kernel"
     ),
@@ -103,26 +104,26 @@ class SglangTritonBackend(Backend):
         if self._ops is None:
             p = self.profile
             table: list[Op] = [
-                Op("fp4_indexer.quantize", p, self.quantize,
+                Op(OpName.FP4_INDEXER_QUANTIZE, p, self.quantize,
                    "quantize_fp4_indexer_tensor: one program per row (the multi-row kernel only "
                    "on Blackwell with >= 4096 rows)"),
-                Op("fp4_indexer.quantize_rows", p, self.quantize_rows,
+                Op(OpName.FP4_INDEXER_QUANTIZE_ROWS, p, self.quantize_rows,
                    "_quantize_fp4_indexer_rows, the Blackwell multi-row kernel, launched directly"),
-                Op("sglang-page68.store", p, self.page68_store, "store_fp4_index_k_cache"),
-                Op("sglang-page68.gather", p, self.page68_gather,
+                Op(OpName.SGLANG_PAGE68_STORE, p, self.page68_store, "store_fp4_index_k_cache"),
+                Op(OpName.SGLANG_PAGE68_GATHER, p, self.page68_gather,
                    "gather_fp4_index_k (bytes only, no rounding)"),
-                Op("aiter-fp4-kv.store", p, self.split_store,
+                Op(OpName.AITER_FP4_KV_STORE, p, self.split_store,
                    "store_fp4_index_k_cache_split, page8=False"),
-                Op("sglang-page8.store", p, self.page8_store,
+                Op(OpName.SGLANG_PAGE8_STORE, p, self.page8_store,
                    "store_fp4_index_k_cache_split, page8=True"),
             ]
             if not self.rne:  # these kernels take no rne flag: listed once, on the default backend
                 table += [
-                    Op("sglang.index_k_rope_pack", "sglang-rne", self.index_k_rope_pack,
+                    Op(OpName.SGLANG_INDEX_K_ROPE_PACK, "sglang-rne", self.index_k_rope_pack,
                        "RoPE + fake-quant (floor 6*2^-126) + RNE pack; CUDA only"),
-                    Op("sglang.fp4_index_logits.decode", p, self.logits_decode,
+                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE, p, self.logits_decode,
                        "fp4_index_logits_decode; CUDA only"),
-                    Op("sglang.fp4_index_logits.paged", p, self.logits_paged,
+                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED, p, self.logits_paged,
                        "fp4_index_logits_paged; CUDA only"),
                 ]
             self._ops = {op.name: op for op in table}
@@ -234,7 +235,7 @@ class SglangTritonBackend(Backend):
         ``positions`` [T] is given. Returns (packed [rows, 64], e8m0 [rows, 4]) or, with
         ``cache`` [pages, page_size*68] and ``slots`` [T] (heads must be 1), the cache copy.
         """
-        self._require_cuda("sglang.index_k_rope_pack")
+        self._require_cuda(OpName.SGLANG_INDEX_K_ROPE_PACK)
         bits = _bf16(x_bf16, "x_bf16", last=HEAD_DIM)
         if bits.ndim not in (2, 3):
             raise ValueError(f"x_bf16 must be [T, 128] or [T, heads, 128], got shape {bits.shape}")
@@ -272,7 +273,7 @@ class SglangTritonBackend(Backend):
         table: np.ndarray,
     ) -> np.ndarray:
         """fp4_index_logits_decode: float32 [B, L], -inf at positions >= lens[b]."""
-        self._require_cuda("sglang.fp4_index_logits.decode")
+        self._require_cuda(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE)
         q, w = _query(q_bf16, weights_bf16)
         buf = _uint8(table, "table", ndim=2)
         page_size = _page_size(buf, name="table")
@@ -299,7 +300,7 @@ class SglangTritonBackend(Backend):
     ) -> np.ndarray:
         """fp4_index_logits_paged: float32 [B, max_len]; only columns < min(lens[b], max_len)
         are defined (the rest keep the loader's NaN poison or get -inf up to the tile end)."""
-        self._require_cuda("sglang.fp4_index_logits.paged")
+        self._require_cuda(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED)
         q, w = _query(q_bf16, weights_bf16)
         buf = _uint8(table, "table", ndim=2)
         page_size = _page_size(buf, name="table")

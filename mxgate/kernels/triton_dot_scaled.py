@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 from mxgate.kernels.sglang_loader import env_scope, triton_mode
 
@@ -94,7 +95,7 @@ class TritonDotScaledBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         profile = "triton-dot-scaled" if self.device == "cuda" else "gfx950"
-        return {"e8m0.decode": Op("e8m0.decode", profile, self._decode, note="all 256 bytes through one probe product")}
+        return {OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, profile, self._decode, note="all 256 bytes through one probe product")}
 
     def _decode(self, codes: np.ndarray) -> np.ndarray:
         import torch

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate.kernels import sources, vllm_loader as loader
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 from mxgate.oracle.ops.quant_vllm import PROFILE_NAME as QUANT_PROFILE, check_k_domain  # registers vllm-rocm
@@ -33,13 +34,13 @@ PACKED = HEAD_DIM // 2
 GROUPS = HEAD_DIM // 32
 TOKEN_BYTES = PACKED + GROUPS  # 68
 
-FP4_PAGED = "vllm.fp4_paged_mqa_logits"
-FP4_RAGGED = "vllm.fp4_mqa_logits"
-FP8_PAGED = "vllm.fp8_paged_mqa_logits"
-TOPK = "vllm.fp4_paged_mqa_logits_topk"
-TILE_TOPK = "vllm.fp4_paged_mqa_logits_tile_topk"
-Q_QUANT = "vllm.indexer_q_mxfp4"
-K_STORE = "vllm-fp4-indexer-k.store"
+FP4_PAGED = OpName.VLLM_FP4_PAGED_MQA_LOGITS
+FP4_RAGGED = OpName.VLLM_FP4_MQA_LOGITS
+FP8_PAGED = OpName.VLLM_FP8_PAGED_MQA_LOGITS
+TOPK = OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK
+TILE_TOPK = OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK
+Q_QUANT = OpName.VLLM_INDEXER_Q_MXFP4
+K_STORE = OpName.VLLM_FP4_INDEXER_K_STORE
 
 SCORER_PROFILE = "gfx950"  # e8m0 decoding only: byte 0 = 2^-127, 255 = NaN
 FNUZ_PROFILE = "aiter-gfx942"  # the same, with e4m3fnuz as the FP8 variant

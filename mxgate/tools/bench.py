@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.tools.optional import require
 
@@ -76,9 +77,9 @@ def run_bench(log2_size: int = 24, repeat: int = 5, seed: int = 20261129) -> lis
     cases = [
         ("mx.quantize (codes + scales)", lambda: oracle.quantize_mx(x, "gfx950"), "astype(float4_e2m1fn), no scaling", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
         ("e2m1.encode (elements)", lambda: oracle.encode_e2m1(x, "gfx950"), "astype(float4_e2m1fn)", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
-        ("e4m3fn.encode", lambda: oracle.encode_e4m3(x, "fn"), "astype(float8_e4m3fn)", lambda: x.astype(ml_dtypes.float8_e4m3fn)),
-        ("e4m3fnuz.encode", lambda: oracle.encode_e4m3(x, "fnuz"), "astype(float8_e4m3fnuz)", lambda: x.astype(ml_dtypes.float8_e4m3fnuz)),
-        ("bf16.round", lambda: oracle.bf16_bits(x), "astype(bfloat16)", lambda: x.astype(ml_dtypes.bfloat16)),
+        (OpName.E4M3FN_ENCODE, lambda: oracle.encode_e4m3(x, "fn"), "astype(float8_e4m3fn)", lambda: x.astype(ml_dtypes.float8_e4m3fn)),
+        (OpName.E4M3FNUZ_ENCODE, lambda: oracle.encode_e4m3(x, "fnuz"), "astype(float8_e4m3fnuz)", lambda: x.astype(ml_dtypes.float8_e4m3fnuz)),
+        (OpName.BF16_ROUND, lambda: oracle.bf16_bits(x), "astype(bfloat16)", lambda: x.astype(ml_dtypes.bfloat16)),
     ]
     threads = thread_count()
     rows = []

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.kernels.triton_dot_scaled import TritonDotScaledBackend
 
@@ -50,7 +51,7 @@ def dot_scaled_decoding() -> dict[str, object]:
     if not status:
         return {"available": False, "reason": status.reason}
     codes = np.arange(256, dtype=np.uint8)
-    got = backend.op("e8m0.decode").run(codes)
+    got = backend.op(OpName.E8M0_DECODE).run(codes)
     out: dict[str, object] = {"available": True, "bytes": {str(b): float(got[b]) for b in (0, 1, 2, 126, 127, 128, 253, 254, 255)}}
     for name in ("gfx950", "triton-dot-scaled"):
         want = oracle.decode_e8m0(codes, name)

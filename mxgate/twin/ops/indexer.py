@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from mxgate.op_table import OpName
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.layouts import POISON
 from mxgate.oracle.ops.frontend import FrontEnd, envelope
@@ -23,7 +24,7 @@ from mxgate.twin.ops import frontend, quant
 from mxgate.twin.ops.f32math import Arith
 from mxgate.twin.scales import f32_const, mul32
 
-__all__ = ["IndexerOutputs", "envelope", "indexer_qk_rope_quant_and_cache"]
+__all__ = ["IndexerOutputs", "envelope", OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE]
 
 CHUNK_ELEMENTS = 1 << 26  # Q elements per pass: float32 temporaries of 256 MB, few launches
 _K_CHUNK_ROWS = 1 << 16

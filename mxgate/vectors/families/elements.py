@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families import _unverified as unv
@@ -50,7 +51,7 @@ def build(fb: FamilyBuilder) -> None:
 
 
 def _e2m1_decode(fb: FamilyBuilder) -> None:
-    g = fb.group("e2m1.decode", "e2m1.decode", "All 16 E2M1 codes decode to their values; 0x8 is -0.0.",
+    g = fb.group(OpName.E2M1_DECODE, OpName.E2M1_DECODE, "All 16 E2M1 codes decode to their values; 0x8 is -0.0.",
                  ["codes"], ["values"])
     codes = np.arange(16, dtype=np.uint8)
     g.case("all-codes", "codes 0x0..0xF: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (0x8 = -0.0)",
@@ -86,7 +87,7 @@ def _e2m1_nan_alternatives(x: np.ndarray):
 
 
 def _e2m1_encode(fb: FamilyBuilder) -> None:
-    g = fb.group("e2m1.encode", "e2m1.encode",
+    g = fb.group(OpName.E2M1_ENCODE, OpName.E2M1_ENCODE,
                  "float32 -> E2M1 code (one per element, no scaling) under each profile's tie, "
                  "zero-sign, saturation and NaN rules (SPEC 2).", ["x"], ["codes"])
     exact_values = [bit(float(v)) for v in oracle.decode_e2m1(np.arange(16, dtype=np.uint8))]
@@ -223,7 +224,7 @@ def _e4m3_decode(fb: FamilyBuilder, variant: str) -> None:
 
 
 def _bf16_round(fb: FamilyBuilder) -> None:
-    g = fb.group("bf16.round", "bf16.round", "float32 -> bf16 bits, round to nearest even at bit 16; NaN quieted "
+    g = fb.group(OpName.BF16_ROUND, OpName.BF16_ROUND, "float32 -> bf16 bits, round to nearest even at bit 16; NaN quieted "
                  "NaN per the profile's bf16_nan (sign | 0x7FC0, or 0xFFFF)", ["x"], ["bits"])
 
     def case(slug: str, comment: str, flags: list[str], patterns, tier: str = "default") -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors import configs
@@ -26,7 +27,7 @@ from mxgate.vectors.families._values import normal
 NAME = "indexer"
 DESCRIPTION = "indexer_qk_rope_quant_and_cache: the PR's 16 FP4 and 192 FP8 configs, all five outputs"
 SEED = 0x4D584704
-OP = "indexer_qk_rope_quant_and_cache"
+OP = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 # The two AMD targets the op ships on: gfx950 (e4m3fn) and gfx942 (e4m3fnuz, software FP4).
 PROFILES = ("gfx950", "aiter-gfx942")
 POISON = 0xA5

@@ -13,6 +13,7 @@ import importlib.util
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
@@ -119,7 +120,7 @@ def _k_rows(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _writers(fb: FamilyBuilder, layouts) -> None:
     rng = fb.rng(31)
-    q = fb.group("fp4_indexer.quantize", "fp4_indexer.quantize", "bf16 K rows [rows, 128] -> packed [rows, 64] + "
+    q = fb.group(OpName.FP4_INDEXER_QUANTIZE, OpName.FP4_INDEXER_QUANTIZE, "bf16 K rows [rows, 128] -> packed [rows, 64] + "
                  "e8m0 [rows, 4] under the profile (the sglang/AITER indexer row quantizer)", ["x_bf16"], ["packed", "e8m0"])
     for slug, n, tier in (("rows-8", 8, "quick"), ("rows-64", 64, "default")):
         xb = _k_rows(rng, n)
@@ -132,7 +133,7 @@ def _writers(fb: FamilyBuilder, layouts) -> None:
                "BUGS-20"], {"x_bf16": xb}, compute, tier=tier)
 
     kv, kvs = layouts.get("aiter-fp4-kv"), layouts.get("aiter-fp4-kv-scale")
-    st = fb.group("aiter-fp4-kv.store", "aiter-fp4-kv.store", "quantize bf16 K rows and store them at their slots "
+    st = fb.group(OpName.AITER_FP4_KV_STORE, OpName.AITER_FP4_KV_STORE, "quantize bf16 K rows and store them at their slots "
                   f"in the AITER FP4 KV cache and scale buffers ({POISON_NOTE}; slot < 0 rows are skipped)",
                   ["k_bf16", "slots", "kv_cache", "kv_scale"], ["kv_cache", "kv_scale"])
     for slug, nb, slots, tier in (("block-1", 1, np.arange(8), "quick"),
@@ -153,9 +154,9 @@ def _writers(fb: FamilyBuilder, layouts) -> None:
                 "kv_cache": cache0, "kv_scale": scale0}, compute, tier=tier)
 
     page = layouts.get("sglang-page68")
-    sp = fb.group("sglang-page68.store", "sglang-page68.store", "quantize bf16 K rows and store them in sglang's "
+    sp = fb.group(OpName.SGLANG_PAGE68_STORE, OpName.SGLANG_PAGE68_STORE, "quantize bf16 K rows and store them in sglang's "
                   f"68-byte-per-token pages ({POISON_NOTE})", ["k_bf16", "slots", "cache"], ["cache"])
-    gp = fb.group("sglang-page68.gather", "sglang-page68.gather", "read (packed, e8m0) rows back from 68-byte pages "
+    gp = fb.group(OpName.SGLANG_PAGE68_GATHER, OpName.SGLANG_PAGE68_GATHER, "read (packed, e8m0) rows back from 68-byte pages "
                   "at the given slots", ["cache", "slots"], ["packed", "e8m0"])
     for slug, pages, slots, tier in (("page-1", 1, np.arange(8), "quick"),
                                      ("sparse", 2, np.array([70, 3, -1, 64, 127, 0, 5, -7, 66]), "default")):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
@@ -25,8 +26,8 @@ DESCRIPTION = "pa_mqa_logits_fp4 decode and prefill scorers: exact emulated orde
 SEED = 0x4D584705
 PROFILES = ("gfx950",)  # the scorers read FP4 bytes the gfx950 writer produced
 KV_BLOCK = 64
-SCORERS = {"pa_mqa_logits_fp4.decode": "pa_mqa_logits_fp4_exact",
-           "pa_mqa_logits_fp4.prefill": "pa_mqa_logits_fp4_prefill_exact"}
+SCORERS = {OpName.PA_MQA_LOGITS_FP4_DECODE: "pa_mqa_logits_fp4_exact",
+           OpName.PA_MQA_LOGITS_FP4_PREFILL: "pa_mqa_logits_fp4_prefill_exact"}
 OUTPUTS = ("logits", "logits_value", "logits_bound")
 COMPARE = {"logits": "within:logits_value,logits_bound", "logits_value": "reference", "logits_bound": "reference"}
 
@@ -109,12 +110,12 @@ def _prefill_inputs(rng, rows_per_batch: int, heads: int, lens: list[int]) -> di
 def build(fb: FamilyBuilder) -> None:
     rng = fb.rng(50)
     plans = {
-        "pa_mqa_logits_fp4.decode": [
+        OpName.PA_MQA_LOGITS_FP4_DECODE: [
             ("B1-n1-H32-ctx100", "quick", lambda: _decode_inputs(rng, 1, 1, 32, [100]), 100),
             ("B2-n4-H32-ctx64-130", "default", lambda: _decode_inputs(rng, 2, 4, 32, [64, 130]), 130),
             ("B1-n2-H64-ctx257", "default", lambda: _decode_inputs(rng, 1, 2, 64, [257]), 257),
         ],
-        "pa_mqa_logits_fp4.prefill": [
+        OpName.PA_MQA_LOGITS_FP4_PREFILL: [
             ("B1-r4-H32-ctx70", "quick", lambda: _prefill_inputs(rng, 4, 32, [70]), 70),
             ("B2-r3-H64-ctx64-129", "default", lambda: _prefill_inputs(rng, 3, 64, [64, 129]), 129),
         ],

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle import scales as _scales
@@ -48,7 +49,7 @@ def _log2f_alternative(p: _profiles.Profile, fn):
 
 
 def _e8m0_decode(fb: FamilyBuilder) -> None:
-    g = fb.group("e8m0.decode", "e8m0.decode", "e8m0 byte -> float32 2^(e-127); byte 0 is 2^-127 or 0.0, byte 255 "
+    g = fb.group(OpName.E8M0_DECODE, OpName.E8M0_DECODE, "e8m0 byte -> float32 2^(e-127); byte 0 is 2^-127 or 0.0, byte 255 "
                  "NaN or Inf, per profile (NaN compared as any NaN)", ["codes"], ["values"],
                  compare={"values": "nan_equal"})
     for slug, codes, tier, flags in (
@@ -86,7 +87,7 @@ def _binade_patterns(k_lo: int, k_hi: int) -> list[int]:
 
 
 def _e8m0_scale(fb: FamilyBuilder) -> None:
-    g = fb.group("e8m0.scale", "e8m0.scale", "block amax (float32 >= 0) -> e8m0 byte under the profile's scale "
+    g = fb.group(OpName.E8M0_SCALE, OpName.E8M0_SCALE, "block amax (float32 >= 0) -> e8m0 byte under the profile's scale "
                  "policy (RCEIL/FLOOR/CEIL/EVEN), arithmetic (amax*fl(1/6) or amax/6), amax floor and clamp",
                  ["amax"], ["e8m0"])
     for k_lo in range(-149, 128, 40):
@@ -178,7 +179,7 @@ def _rows_with_amax(rng: np.random.Generator, amax: np.ndarray, n: int = 32) -> 
 
 
 def _mx_quantize(fb: FamilyBuilder) -> None:
-    g = fb.group("mx.quantize", "mx.quantize", "x [rows, N] float32 -> (packed uint8 [rows, N/2], e8m0 uint8 "
+    g = fb.group(OpName.MX_QUANTIZE, OpName.MX_QUANTIZE, "x [rows, N] float32 -> (packed uint8 [rows, N/2], e8m0 uint8 "
                  "[rows, N/32]): a scale per group of 32 from its amax, each element divided by the scale and "
                  "rounded to E2M1; element 2i in the low nibble", ["x"], ["packed", "e8m0"])
     rng = fb.rng(20)
@@ -260,7 +261,7 @@ def _mx_quantize(fb: FamilyBuilder) -> None:
 
 
 def _ue8m0_round(fb: FamilyBuilder) -> None:
-    g = fb.group("ue8m0.round", "ue8m0.round", "positive float32 s -> the power of two exp2f(ceilf(log2f(s))) "
+    g = fb.group(OpName.UE8M0_ROUND, OpName.UE8M0_ROUND, "positive float32 s -> the power of two exp2f(ceilf(log2f(s))) "
                  "(FP8 scale_fmt 'ue8m0', SPEC 4), under the profile's ue8m0_rounding", ["s"], ["scale"])
     table = _scales.log2f_threshold_table()
     pats = []
