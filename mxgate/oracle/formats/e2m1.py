@@ -19,6 +19,7 @@ MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 _KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
 _MAX_CODE = 7
 _SIGN = 8
+MIDPOINTS = (MAGNITUDES[:-1] + MAGNITUDES[1:]) / 2  # the tie points: 0.25, 0.75, ..., 5
 VALUES = np.concatenate([MAGNITUDES, -MAGNITUDES]).astype(np.float32)  # decode table, code -> value
 
 
