@@ -67,7 +67,7 @@ SUBJECTS = {
     10: "top-k",
     11: "acceptable",
 }
-DESCRIPTIVE_FIELDS = {"name", "shipped_by", "notes"}  # Profile fields without semantics
+from mxgate.oracle.profiles import DESCRIPTIVE_FIELDS  # noqa: E402 - Profile fields without semantics
 
 NUMBER = r"\d+(?:\.\d+)*"
 _HEAD = re.compile(r"(?<![\w./-])(?P<head>SPEC(?:\.md)?|(?:[\w.-]+/)*spec\.md)(?![\w-])")

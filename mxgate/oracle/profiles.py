@@ -4,12 +4,17 @@ A profile fixes how a float32 becomes an E2M1 code (ties, sign of zero, NaN and 
 block's e8m0 scale is chosen (policy, arithmetic, amax floor, clamp), how e8m0 bytes 0 and 255
 decode, and the FP8 choices of the indexer op. Code reads these fields; it never branches on a
 profile's name.
+
+Every profile is written as its differences from the neutral base, the field defaults of
+``Profile`` (``mxgate profiles`` marks differences from the hardware profile ``gfx950``; the
+generated docs/permitted-variations.md lists them from the base). Choices a profile makes
+without a measurement are data too (``unverified``): the gate admits the other values there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Literal
+from typing import Literal, get_args, get_type_hints
 
 TieRule = Literal["even", "zero", "away", "down"]
 ZeroSign = Literal["keep", "if_negative", "clear"]
@@ -30,6 +35,38 @@ SpecialScale = Literal["nan_byte", "clamped"]
 
 # fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
 AITER_AMAX_FLOOR = 6.0 * 2.0**-126
+
+
+@dataclass(frozen=True)
+class Unverified:
+    """A profile field whose value is not measured on the implementation.
+
+    why: where the value comes from, as golden results and verdicts state it. admitted: the
+    other values the gate accepts there; empty means every other value of the field's type.
+    """
+
+    field: str
+    why: str
+    admitted: tuple[object, ...] = ()
+
+
+UE8M0_LOG2F = Unverified(
+    "ue8m0_rounding",
+    "SPEC 4: ceil(log2f(s)) on the device's v_log_f32 (~1 ulp) is unverified; the bitwise ceil_pow2 is also admissible",
+)
+LOG2F_SCALE = Unverified(
+    "scale_policy",
+    "SPEC 3: this scale is ceil(log2(amax/6)) with torch.log2, modelled as a correctly rounded log2f; a log2 that "
+    "rounds differently near a power of two gives the bitwise ceil_pow2 scale",
+    admitted=("rceil",),
+)
+GFX950_NAN = Unverified(
+    "nan", "SPEC 2: the gfx950 NaN rule (+-6 with the NaN's sign) comes from AMD's emulation and device test, not measured here")
+
+BASE_UNVERIFIED = (UE8M0_LOG2F,)
+
+# Fields that describe a profile rather than define its semantics: never a difference.
+DESCRIPTIVE_FIELDS = frozenset({"name", "shipped_by", "notes", "evidence", "unverified"})
 
 
 @dataclass(frozen=True)
@@ -68,6 +105,9 @@ class Profile:
     bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes),
       all_ones (0xFFFF whatever the sign, torch 2.13 CPU) or canonical (0x7FFF, torch CUDA).
     Front end (indexer op): fma_contraction, the default member of the admissible set.
+    Description: shipped_by, notes; evidence (measured, read, or the contract section the values
+      come from); unverified (the fields whose value is not measured, with the values admitted
+      beside it; every profile's ue8m0_rounding is one, the device's log2f being unmeasured).
     """
 
     name: str
@@ -92,60 +132,104 @@ class Profile:
     fma_contraction: bool = True
     bf16_nan: Bf16Nan = "sign_quiet"
     notes: str = ""
+    evidence: str = ""
+    unverified: tuple[Unverified, ...] = BASE_UNVERIFIED
 
     def differences(self, other: Profile) -> dict[str, tuple[object, object]]:
         """Fields whose values differ: {field: (self's value, other's value)}."""
         return {
             f.name: (getattr(self, f.name), getattr(other, f.name))
             for f in fields(self)
-            if f.name not in ("name", "shipped_by", "notes")
+            if f.name not in DESCRIPTIVE_FIELDS
             and getattr(self, f.name) != getattr(other, f.name)
         }
 
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def semantics(self) -> dict[str, object]:
+        """The fields that define behaviour, without the descriptive ones."""
+        return {k: v for k, v in self.as_dict().items() if k not in DESCRIPTIVE_FIELDS}
 
-_GFX950 = Profile(
-    name="gfx950",
-    shipped_by="AMD gfx950 v_cvt_scalef32_pk_fp4_f32 as driven by AITER indexer_qk_rope_quant_and_cache "
+    def unverified_choice(self, field: str) -> Unverified | None:
+        """The profile's unverified choice of ``field``, or None when its value is measured."""
+        return next((u for u in self.unverified if u.field == field), None)
+
+    def admitted_values(self, field: str) -> list[object]:
+        """The values of an unverified ``field`` admitted beside the profile's own (none when measured)."""
+        choice = self.unverified_choice(field)
+        if choice is None:
+            return []
+        own = getattr(self, field)
+        candidates = choice.admitted or get_args(_FIELD_TYPES[field])
+        return [v for v in candidates if v != own]
+
+
+_FIELD_TYPES = get_type_hints(Profile)
+
+
+def base() -> Profile:
+    """The neutral base every profile is written against: the field defaults."""
+    return Profile(name="base", shipped_by="the field defaults of Profile")
+
+
+def derive(name: str, shipped_by: str, *, unverify: Unverified | None = None, **differences: object) -> Profile:
+    """A profile stated as its differences from the neutral base; ``unverify`` adds an unverified
+    choice to the base's."""
+    extra = (unverify,) if unverify is not None else ()
+    return Profile(name=name, shipped_by=shipped_by, unverified=(*BASE_UNVERIFIED, *extra), **differences)
+
+
+_SGLANG_SCALE = dict(scale_arithmetic="divide", amax_floor=1e-4, floor_where="after", exp_clamp=(1, 254),
+                     byte255="inf", amax_nan="ignore", special_scale="clamped")
+_SGLANG_EVIDENCE = "read + measured, docs/findings/sglang.md"
+
+# The golden vectors' headers carry these notes as first written, when these profiles were
+# copies of gfx950's; they stay until the vectors are regenerated on purpose.
+_GFX950_NOTES = "NaN rule from AMD's emulation and device test, not measured here."
+
+_GFX950 = derive(
+    "gfx950",
+    "AMD gfx950 v_cvt_scalef32_pk_fp4_f32 as driven by AITER indexer_qk_rope_quant_and_cache "
     "(PR #5484): RCEIL scale with amax floor 6*2^-126 and amax*fl(1/6)",
+    unverify=GFX950_NAN,
     nan_scale="exponent",
-    notes="NaN rule from AMD's emulation and device test, not measured here.",
+    notes=_GFX950_NOTES,
+    evidence="SPEC 2-4 (the NaN rule is not measured)",
 )
 
 _PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         _GFX950,
+        # The same hardware converter, driven with another amax floor.
         replace(
             _GFX950,
             name="aiter-per1x32",
             shipped_by="AITER per_1x32_f4_quant_hip: gfx950 elements, amax floor 1e-10 before, amax*fl(1/6)",
             amax_floor=1e-10,
+            evidence="SPEC 3",
         ),
-        replace(
-            _GFX950,
-            name="aiter-py",
-            nan_scale="nan",
-            shipped_by="AITER f32_to_mxfp4 (torchao f32_to_f4_unpacked)",
+        derive(
+            "aiter-py",
+            "AITER f32_to_mxfp4 (torchao f32_to_f4_unpacked)",
             nan="torchao_bits",
             notes="NaN code depends on the payload: the integer rounding path runs on the NaN's bits.",
+            evidence="measured: torchao 0.18 on 2^16 random values plus specials, 0 mismatches",
         ),
-        replace(
-            _GFX950,
-            name="aiter-gfx942",
-            nan_scale="nan",
-            shipped_by="AITER software fallback even_round_e2m1 on gfx942 (after PR #3992)",
+        derive(
+            "aiter-gfx942",
+            "AITER software fallback even_round_e2m1 on gfx942 (after PR #3992)",
             zero_sign="if_negative",
             nan="zero",
             fp8_variant="fnuz",
+            notes=_GFX950_NOTES,
+            evidence="SPEC 2 and 4",
         ),
-        replace(
-            _GFX950,
-            name="argmin",
-            nan_scale="nan",
-            shipped_by="AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py input generator (argmin over the grid)",
+        derive(
+            "argmin",
+            "AITER op_tests/test_flydsl_pa_mqa_logits_fp4.py input generator (argmin over the grid)",
+            unverify=LOG2F_SCALE,
             tie="down",
             zero_sign="clear",
             nan="neg_max",
@@ -155,111 +239,100 @@ _PROFILES: dict[str, Profile] = {
             amax_floor=1e-8,
             exp_clamp=(0, 255),
             notes="scale = ceil(log2(amax/6)) with torch log2; modelled as a correctly rounded log2f.",
+            evidence="SPEC 2-3 (an Inf input: every distance is Inf, the first grid entry wins)",
         ),
-        replace(
-            _GFX950,
-            name="threshold",
-            nan_scale="nan",
-            shipped_by="sglang 0.5.23 quantize_fp4_indexer_row (_fp4_e2m1_code, rne=False)",
+        derive(
+            "threshold",
+            "sglang 0.5.23 quantize_fp4_indexer_row (_fp4_e2m1_code, rne=False)",
             tie="zero",
             zero_sign="clear",
             nan="pos_max",
-            scale_arithmetic="divide",
-            amax_floor=1e-4,
-            floor_where="after",
-            exp_clamp=(1, 254),
-            byte255="inf",
-            amax_nan="ignore",
-            special_scale="clamped",
+            **_SGLANG_SCALE,
             notes="tl.minimum/tl.max are max-num: NaN elements give 6 and do not reach the amax "
             "(compiled and interpreted alike, docs/findings/sglang.md).",
+            evidence=_SGLANG_EVIDENCE,
         ),
-        replace(
-            _GFX950,
-            name="sglang-rne",
-            nan_scale="nan",
-            shipped_by="sglang 0.5.23 quantize_fp4_indexer_row with rne=True",
+        derive(
+            "sglang-rne",
+            "sglang 0.5.23 quantize_fp4_indexer_row with rne=True",
             zero_sign="clear",
             nan="pos_max",
-            scale_arithmetic="divide",
-            amax_floor=1e-4,
-            floor_where="after",
-            exp_clamp=(1, 254),
-            byte255="inf",
-            amax_nan="ignore",
-            special_scale="clamped",
+            **_SGLANG_SCALE,
+            notes=_GFX950_NOTES,
+            evidence=_SGLANG_EVIDENCE,
         ),
-        replace(
-            _GFX950,
-            name="deepgemm",
-            nan_scale="nan",
-            shipped_by="DeepGEMM reference FP4 indexer quantizer",
+        derive(
+            "deepgemm",
+            "DeepGEMM reference FP4 indexer quantizer",
+            unverify=Unverified("nan", "SPEC 2: the DeepGEMM reference's NaN code (min(|NaN|, 6)) is not measured here"),
             tie="zero",
             zero_sign="clear",
             nan="pos_max",
             scale_arithmetic="divide",
             amax_floor=1e-4,
             exp_clamp=(1, 254),
+            notes=_GFX950_NOTES,
+            evidence="SPEC 3",
         ),
-        replace(
-            _GFX950,
-            name="cuda-satfinite",
-            nan_scale="nan",
-            shipped_by="vLLM MXFP4 (cvt.rn.satfinite.e2m1x2.f32); CUDA 13 __nv_cvt_float2_to_fp4x2",
+        derive(
+            "cuda-satfinite",
+            "vLLM MXFP4 (cvt.rn.satfinite.e2m1x2.f32); CUDA 13 __nv_cvt_float2_to_fp4x2",
             nan="pos_max",
             fp8_overflow="satfinite",
+            notes=_GFX950_NOTES,
+            evidence="SPEC 2 and 4 (the FP8 rule measured on sm_90 there)",
         ),
-        replace(
-            _GFX950,
-            name="ocp",
-            nan_scale="nan",
-            shipped_by="OCP Microscaling Formats (MX) v1.0",
+        derive(
+            "ocp",
+            "OCP Microscaling Formats (MX) v1.0",
+            unverify=Unverified("nan", "OCP MX v1.0 leaves NaN conversion implementation-defined"),
             scale_policy="floor",
             amax_floor=None,
             notes="NaN conversion is implementation-defined in OCP MX; the oracle uses max_signed.",
+            evidence="SPEC 3",
         ),
-        replace(
-            _GFX950,
-            name="ml_dtypes",
-            nan_scale="nan",
-            shipped_by="ml_dtypes 0.6 astype(float4_e2m1fn) (elements), RCEIL scale without floor",
+        derive(
+            "ml_dtypes",
+            "ml_dtypes 0.6 astype(float4_e2m1fn) (elements), RCEIL scale without floor",
             nan="inverted_zero",
             amax_floor=None,
             notes="Elements measured over all 2^32 float32 inputs.",
+            evidence="measured: the elements on all 2^32 float32 inputs (`mxgate sweep e2m1 --profile ml_dtypes "
+            "--against ml_dtypes`: 0 mismatches), the FP8 and bf16 casts on 2^16 values plus boundaries",
         ),
-        replace(
-            _GFX950,
-            name="torch-cpu",
-            nan_scale="nan",
-            shipped_by="torch 2.13 CPU casts: float8_e4m3fn saturates finite overflow and Inf, bf16 NaN is 0xFFFF",
+        derive(
+            "torch-cpu",
+            "torch 2.13 CPU casts: float8_e4m3fn saturates finite overflow and Inf, bf16 NaN is 0xFFFF",
             fp8_overflow="saturate",
             bf16_nan="all_ones",
             notes="Measured with torch 2.13.0+cpu. float8_e4m3fnuz casts do not saturate (overflow gives 0x80).",
+            evidence="measured",
         ),
-        replace(
-            _GFX950,
-            name="torch-cuda",
-            nan_scale="nan",
-            shipped_by="torch 2.11 CUDA casts (H200): float8_e4m3fn does not saturate, bf16 NaN is 0x7FFF",
+        derive(
+            "torch-cuda",
+            "torch 2.11 CUDA casts (H200): float8_e4m3fn does not saturate, bf16 NaN is 0x7FFF",
             bf16_nan="canonical",
             notes="Measured on an H200 with torch 2.11.0+cu130 (docs/results/).",
+            evidence="measured on the H200, docs/results/h200-2026-11-29.md",
         ),
-        replace(
-            _GFX950,
-            name="triton-dot-scaled",
-            shipped_by="Triton 3.6 tl.dot_scaled on Hopper (bf16 upcast emulation): scale byte 0 reads as 0.0",
+        derive(
+            "triton-dot-scaled",
+            "Triton 3.6 tl.dot_scaled on Hopper (bf16 upcast emulation): scale byte 0 reads as 0.0",
+            nan_scale="exponent",
             byte0="zero",
             notes="Element and scale rules otherwise as gfx950; only the e8m0 decoding differs.",
+            evidence="measured on the H200: 0 mismatches over all 256 scale bytes",
         ),
-        replace(
-            _GFX950,
-            name="microxcaling",
-            nan_scale="nan",
-            shipped_by="microsoft/microxcaling default rounding 'nearest' (half away from zero)",
+        derive(
+            "microxcaling",
+            "microsoft/microxcaling default rounding 'nearest' (half away from zero)",
+            unverify=Unverified(
+                "nan", "microxcaling emulates in float: a NaN block stays NaN, which no E2M1 code represents"),
             tie="away",
             scale_policy="floor",
             amax_floor=None,
             notes="A block holding NaN becomes NaN: its scale byte is 0xFF.",
+            evidence="SPEC 2",
         ),
     )
 }

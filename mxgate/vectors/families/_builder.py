@@ -196,8 +196,9 @@ class FamilyBuilder:
 
 def _profile_json(p: _profiles.Profile) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    # The header states what a result depends on: the semantics, who ships it and the notes.
     for key, value in p.as_dict().items():
-        if key == "name":
+        if key in ("name", "evidence", "unverified"):
             continue
         out[key] = list(value) if isinstance(value, tuple) else value
     return out

@@ -81,7 +81,7 @@ def _e2m1_nan_alternatives(x: np.ndarray):
         # The exact model must agree with the fast oracle on the profile itself first.
         if not np.array_equal(unv.exact_encode_e2m1(x, p), out["codes"]):
             raise AssertionError(f"exact and fast oracle disagree on NaN codes under {p.name}")
-        return unv.NAN_REASONS[p.name], [(label, {"codes": unv.exact_encode_e2m1(x, v)}) for label, v in variants]
+        return unv.reason(p, "nan"), [(label, {"codes": unv.exact_encode_e2m1(x, v)}) for label, v in variants]
 
     return alternatives
 

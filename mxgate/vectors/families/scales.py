@@ -39,10 +39,10 @@ def build(fb: FamilyBuilder) -> None:
 
 
 def _log2f_alternative(p: _profiles.Profile, fn):
-    """For a log2f-modelled scale policy: the bitwise rceil result is admissible too."""
-    if p.scale_policy != "rceil_log2f":
-        return "", []
-    return unv.LOG2F_REASON, [("scale_policy 'rceil' (bitwise ceil_pow2)", fn(replace(p, scale_policy="rceil")))]
+    """For an unverified scale policy (a log2f-modelled one): the admitted policies' results too."""
+    alternatives = [(f"scale_policy {policy!r} (bitwise ceil_pow2)", fn(replace(p, scale_policy=policy)))
+                    for policy in p.admitted_values("scale_policy")]
+    return (unv.reason(p, "scale_policy"), alternatives) if alternatives else ("", [])
 
 
 # ---- e8m0.decode --------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def _mx_case(g, slug: str, comment: str, flags: list[str], x: np.ndarray, tier: 
             return why, alts
         # Blocks with a 0xFF scale: the exact model's reading, and every other NaN rule when the
         # profile's own is unverified, are admissible.
-        reasons = [r for r in (why, SCALE_255_REASON, unv.NAN_REASONS.get(p.name) if has_nan else None) if r]
+        reasons = [r for r in (why, SCALE_255_REASON, unv.reason(p, "nan") if has_nan else None) if r]
         pk, sc = unv.exact_quantize_mx(x, p)
         alts.append(("exact model (scale byte 255 divides by 2^128)", {"packed": pk, "e8m0": sc}))
         for label, v in unv.nan_variants(p) if has_nan else []:
@@ -278,8 +278,8 @@ def _ue8m0_round(fb: FamilyBuilder) -> None:
             return {"scale": _scales.ue8m0_round(s, p.ue8m0_rounding)}
 
         def alternatives(p: _profiles.Profile, out: Outputs):
-            other = "bitwise" if p.ue8m0_rounding == "log2f" else "log2f"
-            return unv.UE8M0_REASON, [(f"ue8m0_rounding {other!r}", {"scale": _scales.ue8m0_round(s, other)})]
+            return unv.reason(p, "ue8m0_rounding"), [(f"ue8m0_rounding {other!r}", {"scale": _scales.ue8m0_round(s, other)})
+                                                     for other in p.admitted_values("ue8m0_rounding")]
 
         return compute, alternatives
 
