@@ -1,8 +1,10 @@
-"""``mxgate profiles``: every named profile, its fields and who ships it."""
+"""``mxgate profiles``: every named profile, its fields and who ships it; ``--variations``
+writes docs/permitted-variations.md from the profiles and the known findings."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -21,13 +23,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", nargs="?", help="show one profile (default: all)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--variations", action="store_true",
+                        help="print docs/permitted-variations.md (every profile's differences from the neutral base "
+                        "with its evidence, and the known findings)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     chosen = [profiles.get(args.name)] if args.name else [profiles.get(n) for n in profiles.names()]
-    if args.json:
-        print(json.dumps([p.as_dict() for p in chosen], indent=2, sort_keys=True))
+    if args.variations:
+        from mxgate.conformance import variations
+
+        sys.stdout.write(variations.render())
+    elif args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in chosen], indent=2, sort_keys=True))
     else:
         _print_text(chosen)
     # Output to a pipe is buffered: flush here so a reader that went away (head -1) shows as
@@ -42,11 +51,13 @@ def _print_text(chosen: list[profiles.Profile]) -> None:
     for p in chosen:
         print(f"{p.name}: {p.shipped_by}")
         for key, value in p.as_dict().items():
-            if key in ("name", "shipped_by", "notes"):
+            if key in profiles.DESCRIPTIVE_FIELDS:
                 continue
             marker = "  *" if p is not hardware and key in p.differences(hardware) else "   "
             print(f"{marker} {key:<17} {value}")
         if p.notes:
             print(f"    note: {p.notes}")
+        if p.evidence:
+            print(f"    evidence: {p.evidence}")
         print()
     print("* = differs from the gfx950 hardware profile")

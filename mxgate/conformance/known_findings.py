@@ -1,4 +1,4 @@
-"""Documented failures of shipped implementations (docs/permitted-variations.md).
+"""Documented failures of shipped implementations (listed in docs/permitted-variations.md).
 
 The gate records these as 'fail (known finding)' in the matrix and they count as failures for
 the exit status. Only a run that passes ``--mxgate-xfail-known`` (``mxgate check --xfail-known``),
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mxgate.op_table import OpName
 
-# (backend, op) -> the finding, as docs/permitted-variations.md states it
+# (backend, op) -> the finding, as verdicts and docs/permitted-variations.md state it
 KNOWN_FINDINGS: dict[tuple[str, str], str] = {
     ("triton-mxfp", OpName.E2M1_ENCODE): (
         "triton.tools.mxfp.MXFP4Tensor pulls values within ~1e-6 of a midpoint to the even neighbour, on "
@@ -56,3 +56,25 @@ for _backend, _op in (("vllm-triton", OpName.VLLM_FP8_PAGED_MQA_LOGITS), ("aiter
 def finding(backend: str, op: str, device: str = "cpu") -> str | None:
     """The documented finding of (backend, op) on ``device``, or None."""
     return DEVICE_FINDINGS.get((backend, op, device)) or KNOWN_FINDINGS.get((backend, op))
+
+
+# (backend, op) -> the measurements behind a finding, in Markdown (docs/permitted-variations.md)
+DETAILS: dict[tuple[str, str], str] = {
+    ("triton-mxfp", OpName.E2M1_ENCODE): """\
+`MXFP4Tensor._from_float` finds the nearest E2M1 value by distance and breaks ties by subtracting
+1e-6 from the distance of even-mantissa candidates. The bias is applied whenever the tensor has
+more than one element, so a value *above* an odd-side midpoint by less than about 1e-6 (in scaled
+units) is pulled to the even neighbour. Measured with triton 3.9.0 (torch 2.13 CPU):
+
+| input (float32) | correct RNE code | MXFP4Tensor |
+|---|---|---|
+| 0.25 + 1 ulp (0x3E800001) | 0x1 (0.5) | 0x0 |
+| 1.25 + 1 ulp (0x3FA00001) | 0x3 (1.5) | 0x2 |
+| 2.5 + 1 ulp (0x40200001) | 0x5 (3) | 0x4 |
+| 1.25 + 8 ulps | 0x3 | 0x3 |
+
+On 2^20 N(0, 3^2) values it agreed everywhere (the window is a few ulps wide), which is why a
+random test never sees it; the gate's midpoint-neighbour cases do. A one-element tensor rounds
+correctly. Verdict: `fail` under `ocp` (the profile it declares) with this reason.
+""",
+}
