@@ -555,7 +555,7 @@ def test_bad_arguments_name_themselves():
 @pytest.mark.parametrize("name", layouts.names())
 def test_periodic_locate_matches_layout(name):
     """The block-tiled inverse the classifier uses agrees with Layout.locate byte for byte."""
-    from mxgate.explain.frame import build_frame
+    from mxgate.explain.inputs import build_frame
 
     L = layouts.get(name)
     dims = {"aiter-fp4-q": dict(num_tokens=5, num_heads=32),

@@ -282,8 +282,8 @@ def classify(spec: OpSpec, args: tuple, out_a: tuple, out_b: tuple, profile_a: s
     bytes and float32 scale words through its rules for those units; packed MX rows through
     ``explain(..., layout="packed-row")`` itself. Other outputs have no explain classes.
     """
-    from mxgate.explain import elements as rules
-    from mxgate.explain.classes import DEFINITIONS, PRECEDENCE
+    from mxgate.explain import rules
+    from mxgate.explain.rules import DEFINITIONS, PRECEDENCE
 
     out: list[tuple[str, str]] = []
     report_rows: dict[tuple[str, int], dict] | None = None

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mxgate.explain.classes import COUNT_KEYS
-from mxgate.explain.frame import E8M0, E8M0_WORD, F32_SCALE, FP4, FP8, FieldInfo
+from mxgate.explain.inputs import E8M0, E8M0_WORD, F32_SCALE, FP4, FP8, FieldInfo
+from mxgate.explain.io import check_writable
+from mxgate.explain.rules import COUNT_KEYS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -147,8 +148,6 @@ def build_figure(report: Report) -> Figure:
 
 def plot_report(report: Report, path: str | Path) -> Path:
     """Write the heat map to ``path`` (PNG) and return the path."""
-    from mxgate.explain.io import check_writable
-
     _, FigureCanvasAgg = _matplotlib()
     out = check_writable(path, "path")  # before drawing: a missing folder fails at once
     fig = build_figure(report)
