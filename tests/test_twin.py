@@ -30,12 +30,11 @@ torch = pytest.importorskip("torch")
 
 from mxgate import oracle  # noqa: E402
 from mxgate import twin  # noqa: E402
-from mxgate.conformance.test_elements import _boundary_f32  # noqa: E402
 from mxgate.oracle import layouts as olayouts  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle.formats import e2m1 as oe2m1  # noqa: E402
 from mxgate.oracle.formats import e4m3 as oe4m3  # noqa: E402
-from mxgate.oracle.ops import indexer_cases as cases  # noqa: E402
+from mxgate.inputs import indexer as cases  # noqa: E402
 from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
 from mxgate.twin import layouts as tlayouts  # noqa: E402
 from mxgate.twin import mx as tmx  # noqa: E402
@@ -44,7 +43,8 @@ from mxgate.twin.formats import e2m1 as te2m1  # noqa: E402
 from mxgate.twin.formats import e4m3 as te4m3  # noqa: E402
 from mxgate.twin.ops import f32math as tf32  # noqa: E402
 from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op  # noqa: E402
-from mxgate.vectors.families._values import NAN_PAYLOADS, bf16_patterns, f32  # noqa: E402
+from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32  # noqa: E402
+from mxgate.inputs.boundaries import element_boundaries  # noqa: E402
 
 SEED = 20261201
 PROFILES = profiles.names()
@@ -118,7 +118,7 @@ def strided_patterns(count: int, seed: int) -> np.ndarray:
 
 def boundary_patterns() -> np.ndarray:
     """The suite's element boundary classes, NaN payloads, and scale edges (6*2^k, floors, 2^k +-1)."""
-    pats = [_boundary_f32().view(np.uint32), np.array(NAN_PAYLOADS, dtype=np.uint64).astype(np.uint32)]
+    pats = [element_boundaries().view(np.uint32), np.array(NAN_PAYLOADS, dtype=np.uint64).astype(np.uint32)]
     edges = []
     for k in range(-149, 128):
         p = (k + 127) << 23 if k >= -126 else 1 << (k + 149)
@@ -231,8 +231,8 @@ def test_e8m0_scale_every_profile() -> None:
 
 
 def test_scale_step_table_matches_the_oracle() -> None:
-    """The fused kernel's rule: bytes by bisection in the step table, at every start and its
-    predecessor and on a strided sample."""
+    """The fused kernel's rules: bytes by bisection in the step table and by the binade table,
+    at every start and its predecessor and on a strided sample."""
     base = amax_inputs(SEED + 6)
     for name in PROFILES:
         starts = scale_table.segments(name)[0].numpy()
@@ -241,6 +241,9 @@ def test_scale_step_table_matches_the_oracle() -> None:
         with np.errstate(over="ignore", invalid="ignore"):
             expected = oracle.e8m0_scale(u.view(np.float32), name)
         assert_same(expected, scale_table.scale_from_table(tt(u), name), f"step table {name}", u)
+        by_binade = scale_table.scale_from_binades(tt(u.view(np.int32)), name)
+        assert by_binade is not None, f"{name}: a binade holds two steps (the kernel would bisect)"
+        assert_same(expected, by_binade, f"binade table {name}", u)
 
 
 # ---- quantize_mx / dequantize_mx -------------------------------------------------------------
@@ -338,6 +341,9 @@ def _fused_check(device: str, rows: int, seed: int) -> int:
         bp, bs = fused.quantize_mx(tt(oracle.bf16_bits(x), device).view(torch.bfloat16), name)
         assert_same(pb, bp, f"seed {seed} fused bf16 {name} packed")
         assert_same(sb, bs, f"seed {seed} fused bf16 {name} e8m0")
+        tp, ts = fused.quantize_mx(tt(x, device), name, bisect=True)
+        assert_same(p, tp, f"seed {seed} fused f32 {name} packed, bisection", x)
+        assert_same(s, ts, f"seed {seed} fused f32 {name} e8m0, bisection", x)
     return compared
 
 
@@ -676,7 +682,7 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.gpu
 def test_gpu_every_amax_through_every_scale_policy() -> None:
     """All 2^31 non-negative patterns (+0 .. +Inf, NaN): the twin's e8m0_scale and the fused
-    kernel's step table on the device against the oracle's e8m0_scale on the host."""
+    kernel's step and binade tables on the device against the oracle's e8m0_scale on the host."""
     from mxgate.twin.sweep import patterns
 
     threads = _host_threads()
@@ -687,6 +693,9 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
             u = patterns(start, count, torch.device(GPU_DEVICE))
             eager = twin.e8m0_scale(u.view(torch.float32), name).cpu().numpy()
             table = scale_table.scale_from_table(u, name).cpu().numpy()
+            by_binade = scale_table.scale_from_binades(u, name)
+            assert by_binade is not None, f"{name}: a binade holds two steps (the kernel would bisect)"
+            by_binade = by_binade.cpu().numpy()
             want = np.empty(count, np.uint8)
 
             def work(a: int, b: int) -> None:
@@ -695,7 +704,7 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
                     want[a:b] = oracle.e8m0_scale(a32, name)
 
             _parallel(work, count, threads)
-            for label, got in (("e8m0_scale", eager), ("step table", table)):
+            for label, got in (("e8m0_scale", eager), ("step table", table), ("binade table", by_binade)):
                 if not np.array_equal(got, want):
                     bad = np.flatnonzero(got != want)[:5]
                     raise AssertionError(f"{label} {name}: amax patterns {[hex(start + int(i)) for i in bad]}")

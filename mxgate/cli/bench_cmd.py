@@ -1,4 +1,10 @@
-"""``mxgate bench``: oracle throughput against ml_dtypes' casts, as ratios from one run."""
+"""``mxgate bench``: throughput as ratios against peers measured in the same run.
+
+Without --device: the NumPy oracle against ml_dtypes' casts on this host. With --device cpu|cuda:
+the torch twin (mxgate.twin) on that device against the NumPy oracle on the host, the shipped
+torch references (sglang's fake_quant_fp4; AITER's f32_to_mxfp4 and its indexer K run_torch where
+AITER is importable or $MXGATE_AITER_SRC names a checkout) and the card's copy bandwidth.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +15,45 @@ import platform
 EPILOG = """exit status:
   0    the table (or --json) was printed; ratios are figures, not a verdict
   2    bad usage, said in one line before any work: --log2-size outside [10, 28],
-       --repeat < 1, ml_dtypes (the peer) not installed
+       --repeat < 1, ml_dtypes (the host peer) or torch (--device) not installed,
+       --device cuda without a CUDA device, --elements/--tokens/--heads < 1
   3    an internal error of mxgate (a bug; --debug shows the traceback)
   141  standard output was closed before the table was written
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="oracle throughput against ml_dtypes' casts (ratios)",
+    parser = sub.add_parser("bench", help="throughput against peers from one run (oracle, or the twin with --device)",
                             description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--log2-size", type=int, default=24, help="elements = 2^N (default 24)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                        help="bench the torch twin on this device (default: the NumPy oracle against ml_dtypes)")
+    parser.add_argument("--log2-size", type=int, default=24, help="oracle bench: elements = 2^N (default 24)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per case; the best is kept")
-    parser.add_argument("--seed", type=int, default=20261129, help="seed of the N(0, 4^2) input")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--seed", type=int, default=20261129, help="oracle bench: seed of the N(0, 4^2) input")
+    parser.add_argument("--elements", type=int, default=None, help="--device: quantize size (default 2^28 on CUDA, 2^20 on CPU)")
+    parser.add_argument("--tokens", type=int, default=None, help="--device: indexer tokens (default 2^20 on CUDA, 256 on CPU)")
+    parser.add_argument("--heads", type=int, default=64, help="--device: indexer heads (default 64)")
+    parser.add_argument("--only", choices=("quantize", "sweep", "indexer"), action="append", default=None,
+                        help="--device: run only these parts (repeatable)")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="machine-readable output: to standard output, or with --device to PATH")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mxgate.tools.bench import format_table, run_bench
     from mxgate.tools.optional import require
 
-    if not 10 <= args.log2_size <= 28:
-        raise ValueError(f"--log2-size must lie in [10, 28], got {args.log2_size}")
     if args.repeat < 1:
         raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    if args.device is not None:
+        return _device_bench(args, require)
+    if not 10 <= args.log2_size <= 28:
+        raise ValueError(f"--log2-size must lie in [10, 28], got {args.log2_size}")
+    from mxgate.tools.bench import format_table, run_bench
+
     ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
     rows = run_bench(args.log2_size, args.repeat, args.seed)
-    if args.json:
+    if args.json is not None:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
         import numpy
@@ -44,3 +62,26 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(rows))
     print(end="", flush=True)  # a closed pipe shows here, not at interpreter exit
     return 0
+
+
+def _device_bench(args: argparse.Namespace, require) -> int:
+    for name in ("elements", "tokens", "heads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be >= 1, got {value}")
+    torch = require("torch", "mxgate bench --device (the twin runs on torch)")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: torch sees no CUDA device here")
+    from mxgate.tools.bench_device import main
+
+    argv = ["--device", args.device, "--repeat", str(args.repeat), "--heads", str(args.heads)]
+    for name in ("elements", "tokens"):
+        if getattr(args, name) is not None:
+            argv += [f"--{name}", str(getattr(args, name))]
+    for part in args.only or ():
+        argv += ["--only", part]
+    if args.json not in (None, "-"):
+        argv += ["--json", args.json]
+    code = main(argv)
+    print(end="", flush=True)
+    return code

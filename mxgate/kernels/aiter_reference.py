@@ -138,6 +138,14 @@ class AiterReferenceBackend(Backend):
     def _fp4_utils(self) -> Any:
         return self._load().module("fp4_utils")
 
+    def reference_module(self, name: str) -> Any:
+        """AITER's torch reference as loaded here, for peers in benchmarks: "fp4_utils", or an op
+        test key ("indexer_k", "quant_mxfp4", "flydsl_fp4", "dsv4_rotate_quant")."""
+        if name == "fp4_utils":
+            return self._fp4_utils()
+        self._load()
+        return self._tests[name]
+
     # -- op table -----------------------------------------------------------------------------
 
     def ops(self) -> dict[str, Op]:

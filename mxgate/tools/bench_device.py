@@ -1,7 +1,7 @@
-"""The torch twin on a device, as ratios against its peers measured in the same run.
+"""``mxgate bench --device D``: the torch twin on a device, as ratios against its peers from one run.
 
-    python benchmarks/bench_twin.py --device cuda [--elements 268435456] [--tokens 1048576]
-                                    [--heads 64] [--repeat 5] [--json PATH]
+    mxgate bench --device cuda [--elements 268435456] [--tokens 1048576] [--heads 64]
+                               [--repeat 5] [--json PATH] [--only quantize|sweep|indexer]
 
 Rows (each timed best-of-``repeat`` after a warm-up, on the same data):
   copy             torch copy of the float32 input: the card's device-to-device bandwidth
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,11 +33,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mxgate import oracle, twin  # noqa: E402
-from mxgate.twin import fused, mx  # noqa: E402
-from mxgate.twin.sweep import sweep_device  # noqa: E402
+from mxgate import oracle, twin
+from mxgate.twin import fused, mx
+from mxgate.twin.sweep import sweep_device
 
 PROFILE = "gfx950"
 
@@ -147,14 +144,27 @@ def bench_peers(report: Report, device: torch.device, x: torch.Tensor, repeat: i
         if quantize_s:
             fields["twin_quantize_speedup"] = theirs / quantize_s
         report.add("sglang fake_quant_fp4", **fields)
-    try:
-        from aiter.utility.fp4_utils import f32_to_mxfp4  # type: ignore[import-not-found]
-    except Exception as error:  # noqa: BLE001
-        report.skip("aiter f32_to_mxfp4", f"not importable here ({type(error).__name__}: {error})")
+    fp4_utils, why = _aiter_module(device, "fp4_utils")
+    if fp4_utils is None:
+        report.skip("aiter f32_to_mxfp4", why)
     else:
-        theirs = best_seconds(lambda: f32_to_mxfp4(x.view(-1, 128)), device, repeat)
+        theirs = best_seconds(lambda: fp4_utils.f32_to_mxfp4(x.view(-1, 128)), device, repeat)
         report.add("aiter f32_to_mxfp4", ms=theirs * 1e3,
                    twin_quantize_speedup=theirs / quantize_s if quantize_s else float("nan"))
+
+
+def _aiter_module(device: torch.device, name: str) -> tuple[object | None, str]:
+    """One of AITER's torch reference modules from the user's AITER (installed or $MXGATE_AITER_SRC)."""
+    from mxgate import kernels
+
+    try:
+        backend = kernels.get("aiter-reference", device=device.type)
+        ready = backend.available()
+        if not ready:
+            return None, f"not supported here: {ready.reason}"
+        return backend.reference_module(name), ""
+    except Exception as error:  # noqa: BLE001 - any reason it cannot load is reported
+        return None, f"not importable here ({type(error).__name__}: {error})"
 
 
 def bench_sweep(report: Report, device: torch.device, chunk_bits: int) -> None:
@@ -230,16 +240,21 @@ def bench_indexer(report: Report, device: torch.device, tokens: int, heads: int,
     oracle_rate = oracle_tokens * heads / o
     report.add("indexer fp4 (oracle, host)", tokens=oracle_tokens, heads=heads, seconds=o,
                Mrows_per_s=oracle_rate / 1e6, twin_speedup=(rows / s) / oracle_rate)
-    try:
-        import aiter  # type: ignore[import-not-found]  # noqa: F401
-    except Exception as error:  # noqa: BLE001
-        report.skip("aiter run_torch (indexer reference)", f"aiter not importable here ({type(error).__name__}: {error})")
+    run_torch, why = _aiter_module(device, "indexer_k")
+    if run_torch is None:
+        report.skip("aiter run_torch (indexer K reference)", why)
     else:
-        report.skip("aiter run_torch (indexer reference)", "lives in AITER's op_tests, not in the installed package")
+        n = min(tokens, 1 << 12)  # a Python loop over tokens: a sample is enough for a rate
+        k = args["k"].reshape(tokens, 128)[:n]
+        cache = torch.zeros((-(-n // 64), 64, 132), dtype=torch.uint8, device=device)
+        slots = torch.arange(n, device=device)
+        theirs = best_seconds(lambda: run_torch.run_torch(k, cache, slots, 128, "ue8m0"), device, 1)
+        report.add("aiter run_torch (indexer K reference)", tokens=n, seconds=theirs,
+                   Mrows_per_s=n / theirs / 1e6, twin_speedup=(tokens / s) / (n / theirs))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mxgate bench", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--elements", type=int, default=None, help="quantize size (default 2^28 on CUDA, 2^20 on CPU)")
     parser.add_argument("--tokens", type=int, default=None, help="indexer tokens (default 2^20 on CUDA, 256 on CPU)")

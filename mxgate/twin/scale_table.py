@@ -96,3 +96,40 @@ def scale_from_table(amax_bits: torch.Tensor, profile: str | _profiles.Profile) 
     """uint8 bytes for int32 magnitude patterns (>= 0) by the segment table (the fused kernel's rule)."""
     starts, values = segments(profile, amax_bits.device)
     return values[torch.searchsorted(starts, amax_bits.to(torch.int64), right=True) - 1]
+
+
+def binades(profile: str | _profiles.Profile, device: str | torch.device = "cpu") -> torch.Tensor | None:
+    """The step table per binade of the amax pattern, for a one-gather lookup in the fused kernel.
+
+    int64 [256], entry f for the patterns f << 23 .. (f + 1) << 23 - 1: (first pattern of the
+    binade's upper step << 16) | (upper byte << 8) | lower byte. None where some binade holds
+    more than one step (the kernel bisects then)."""
+    return _binades(_profiles.get(profile), str(torch.device(device)))
+
+
+@cache
+def _binades(p: _profiles.Profile, device: str) -> torch.Tensor | None:
+    starts, values = (t.cpu() for t in segments(p))
+    inside = starts < DOMAIN
+    starts, values = starts[inside].tolist(), values[inside].tolist()
+    table = []
+    for field in range(256):
+        first, end = field << 23, (field + 1) << 23
+        below = max(i for i, s in enumerate(starts) if s <= first)  # the step holding the binade's start
+        steps = [i for i, s in enumerate(starts) if first < s < end]
+        if len(steps) > 1:
+            return None
+        upper = steps[0] if steps else below
+        threshold = starts[upper] if steps else end
+        table.append((threshold << 16) | (values[upper] << 8) | values[below])
+    return torch.tensor(table, dtype=torch.int64, device=device)
+
+
+def scale_from_binades(amax_bits: torch.Tensor, profile: str | _profiles.Profile) -> torch.Tensor | None:
+    """uint8 bytes for int32 magnitude patterns by the binade table (the fused kernel's fast rule)."""
+    table = binades(profile, amax_bits.device)
+    if table is None:
+        return None
+    entry = table[amax_bits.to(torch.int64) >> 23]
+    upper = amax_bits.to(torch.int64) >= (entry >> 16)
+    return torch.where(upper, (entry >> 8) & 0xFF, entry & 0xFF).to(torch.uint8)

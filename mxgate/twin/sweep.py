@@ -24,7 +24,7 @@ from mxgate.twin.rounding import lookup
 
 TOTAL = 1 << 32
 CHUNK_BITS = 28
-FORMATS = ("e2m1", "e4m3")
+FORMATS = ("e2m1", "e4m3", "e4m3fn", "e4m3fnuz")  # "e4m3": the profile's FP8 variant
 _SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 
 
@@ -50,8 +50,9 @@ def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) 
     p = _profiles.get(profile)
     if fmt == "e2m1":
         return e2m1.table(p, device), e2m1.KEEP_BITS
-    if fmt == "e4m3":
-        return e4m3.table(p.fp8_variant, _SATURATE[p.fp8_overflow], device), e4m3.KEEP_BITS
+    if fmt.startswith("e4m3") and fmt in FORMATS:
+        variant = p.fp8_variant if fmt == "e4m3" else fmt[len("e4m3"):]
+        return e4m3.table(variant, _SATURATE[p.fp8_overflow], device), e4m3.KEEP_BITS
     raise ValueError(f"fmt must be one of {', '.join(FORMATS)}; got {fmt!r}")
 
 
@@ -115,3 +116,17 @@ def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base:
         where = torch.nonzero(ours != actual).reshape(-1)[: max_examples - len(result.examples)]
         for i in where.tolist():
             result.examples.append((int(u[i]), int(ours[i]), int(actual[i])))
+
+
+def from_numpy_op(run: Callable, device: str | torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A backend op that takes and returns NumPy arrays, as a tensor encoder for ``sweep_device``:
+    each chunk goes to the host for the op and its codes come back; the judging stays on the device."""
+    import numpy as np
+
+    dev = torch.device(device)
+
+    def encoder(x: torch.Tensor) -> torch.Tensor:
+        codes = np.ascontiguousarray(np.asarray(run(x.cpu().numpy())))
+        return torch.from_numpy(codes).to(dev)
+
+    return encoder
