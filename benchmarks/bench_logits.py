@@ -46,7 +46,8 @@ def main() -> None:
 
     import numpy as np
 
-    from mxgate.oracle.ops import logits, logits_cases as lc
+    from mxgate.inputs import logits as lc
+    from mxgate.oracle.ops import logits
 
     rows = args.batch * args.next_n
     print(f"numpy {np.__version__}; python {sys.version.split()[0]}; threads {threads}; {pinned}; seed {args.seed}")

@@ -43,11 +43,11 @@ def mxgate_diff(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.
 
 
 def test_every_op_with_an_input_strategy_has_a_reference_and_back() -> None:
-    from mxgate import cases
+    from mxgate.inputs import strategies
 
-    assert list(d.SPECS) == list(cases.COVERED_OPS)
+    assert list(d.SPECS) == list(strategies.COVERED_OPS)
     for op, spec in d.SPECS.items():
-        assert len(spec.kinds) == len(spec.outputs) and cases.strategy(op) is not None
+        assert len(spec.kinds) == len(spec.outputs) and strategies.strategy(op) is not None
 
 
 # ---- sorting -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mxgate.oracle.ops import indexer_qk_rope_quant_and_cache, logits
-from mxgate.oracle.ops import logits_cases as lc
+from mxgate.inputs import logits as lc
 from mxgate.oracle.ops import logits_fp8 as ops_fp8
 from mxgate.oracle.ops.matching import frontend_values
 from mxgate.oracle.ops.topk import topk_indices

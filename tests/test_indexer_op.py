@@ -28,10 +28,12 @@ from hypothesis import strategies as st
 from mxgate.oracle import exact, layouts, ops, profiles
 from mxgate.oracle.formats.bf16 import bf16_bits
 from mxgate.oracle.layouts import POISON, UNWRITTEN, ZERO_PAD
-from mxgate.oracle.ops import frontend, indexer_cases
+from mxgate.inputs import indexer as indexer_cases
+from mxgate.inputs.samples import bf16_random
+from mxgate.oracle.ops import frontend
 from mxgate.oracle.ops import indexer as indexer_module
 from mxgate.oracle.ops.f32math import fma32, rsqrt32
-from mxgate.oracle.ops.indexer_cases import IndexerConfig, copy_case, make_case
+from mxgate.inputs.indexer import IndexerConfig, copy_case, make_case
 
 OP = ops.indexer_qk_rope_quant_and_cache
 OUTPUTS = ("q_out", "weights_out", "kv_cache", "q_scale_out", "kv_cache_scale")
@@ -524,8 +526,8 @@ REJECTIONS = [
 def _fp8_to_fp4_heads(heads: int) -> dict:
     args = make_case(IndexerConfig("fp4", 4, 16, True, False), seed=43)
     rng = rng_of(43)
-    args["q"] = indexer_cases.bf16_random(rng, (4, heads, 128))
-    args["weights"] = indexer_cases.bf16_random(rng, (4, heads))
+    args["q"] = bf16_random(rng, (4, heads, 128))
+    args["weights"] = bf16_random(rng, (4, heads))
     return args
 
 

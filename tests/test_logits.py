@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mxgate import oracle
-from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.inputs import logits as lc
+from mxgate.oracle.ops import logits
 from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_of_exact
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8, pa_mqa_logits_fp8_exact
 from mxgate.oracle.ops.logits_sglang import (

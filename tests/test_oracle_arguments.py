@@ -17,8 +17,8 @@ from mxgate import oracle
 from mxgate.oracle import _validate, exact, layouts, ops, profiles, scales
 from mxgate.oracle.formats import e2m1, e4m3
 from mxgate.oracle.ops import fastq, frontend, logits_sglang
-from mxgate.oracle.ops import logits_cases as lc
-from mxgate.oracle.ops.indexer_cases import IndexerConfig, make_case
+from mxgate.inputs import logits as lc
+from mxgate.inputs.indexer import IndexerConfig, make_case
 
 SEED = 20260611
 HUGE_INT = 10**400  # beyond the float64 range: float(HUGE_INT) raises OverflowError

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.inputs import logits as lc
+from mxgate.oracle.ops import logits
 from mxgate.oracle.ops.topk import check_topk, topk_indices
 
 

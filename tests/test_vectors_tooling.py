@@ -331,7 +331,7 @@ def test_schema_rejects_an_unknown_flag() -> None:
 
 
 def test_hypothesis_profile_selection_order() -> None:
-    from mxgate.conformance import hypothesis_profiles as hp
+    from mxgate.conformance import hypothesis_settings as hp
 
     assert hp.choose(None, None, "default", {}) == hp.DEV
     assert hp.choose(None, None, "default", {"CI": "true"}) == hp.CI

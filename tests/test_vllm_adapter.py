@@ -22,7 +22,7 @@ from mxgate.kernels import sources, vllm_loader
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.ops import logits_vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
-from mxgate.oracle.ops import vllm_cases as vc
+from mxgate.inputs import vllm as vc
 
 SEED = 20261202
 PROBE = np.array([0.25, -0.25, 0.75, -0.75, 1.25, -1.25, 1.75, -1.75, 2.5, -2.5, 3.5, -3.5, 5.0, -5.0,

@@ -15,7 +15,7 @@ from mxgate.oracle import layouts, profiles
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.ops import logits_vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
-from mxgate.oracle.ops import vllm_cases as vc
+from mxgate.inputs import vllm as vc
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
 
 SEED = 20261201

@@ -1,7 +1,7 @@
 """Differential search: two backends on the same Hypothesis inputs, every differing output unit
 sorted by what the oracle says about it.
 
-For one op, each input drawn from the boundary-class strategies of :mod:`mxgate.cases` runs on
+For one op, each input drawn from the boundary-class strategies of :mod:`mxgate.inputs.strategies` runs on
 both backends (in worker processes, so a crash or a hang is reported, not fatal). Their outputs
 are compared unit by unit (an E2M1 code or nibble, a byte, a bf16 or float32 word); a differing
 unit is
@@ -38,10 +38,12 @@ from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 
 from mxgate.op_table import OpName
-from mxgate import cases, oracle
+from mxgate import oracle
+from mxgate.inputs import boundaries, strategies
 from mxgate.kernels.base import Backend, OutsideContract
 from mxgate.kernels.isolation import BackendCrashed, BackendRaised
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.geometry import GROUP
 from mxgate.oracle.profiles import Profile
 
 SIDES = ("A", "B")
@@ -63,7 +65,7 @@ class OpSpec:
     kinds: tuple[str, ...]  # one unit kind per output
     reference: Callable[..., tuple[np.ndarray, ...]]  # (profile, *args) -> outputs
     nan_equal: tuple[bool, ...] = ()  # per output: any NaN matches any NaN
-    blocks: bool = False  # outputs are (packed nibbles, e8m0 per group of 32) of rows of x
+    blocks: bool = False  # outputs are (packed nibbles, e8m0 per group of GROUP) of rows of x
 
     def compare_rules(self) -> dict[str, str]:
         rules = self.nan_equal or (False,) * len(self.outputs)
@@ -103,7 +105,7 @@ def _specs() -> dict[str, OpSpec]:
     return {s.name: s for s in table}
 
 
-SPECS: dict[str, OpSpec] = _specs()  # the ops of mxgate.cases.COVERED_OPS, in that order
+SPECS: dict[str, OpSpec] = _specs()  # the ops of mxgate.inputs.strategies.COVERED_OPS, in that order
 
 
 def covered(op: str) -> bool:
@@ -449,7 +451,7 @@ def diff_op(op: str, a: Backend, b: Backend, *, examples: int, seed: int, max_ca
     spec = SPECS[op]
     op_a, op_b = a.op(op), b.op(op)
     result = OpResult(op, op_a.profile, op_b.profile)
-    strategy = cases.strategy(op)
+    strategy = strategies.strategy(op)
     start = time.monotonic()
     shrunk_kinds: set[tuple[object, ...]] = set()  # kinds a shrunk case already shows
     fault_kinds: set[tuple[str, str]] = set()
@@ -549,11 +551,11 @@ def case_flags(spec: OpSpec, shrunk: Shrunk) -> list[str]:
         if d.index < 0:
             continue
         if spec.blocks and d.output == "e8m0":
-            at += list(range(d.index * 32, d.index * 32 + 32))
+            at += list(range(d.index * GROUP, d.index * GROUP + GROUP))
         else:
             at.append(d.index)
-    flags = cases.flags_of(flat[sorted(set(at))] if at else flat)
-    if spec.blocks and x32.shape[-1] > 32:
+    flags = boundaries.flags_of(flat[sorted(set(at))] if at else flat)
+    if spec.blocks and x32.shape[-1] > GROUP:
         flags.append("group-count")
     return flags
 
@@ -562,7 +564,7 @@ def write_cases(results: Sequence[OpResult], name_a: str, name_b: str, seed: int
     """(family, document, JSON bytes, NPZ bytes) holding one golden-vector case per shrunk
     difference, with the oracle's outputs under every registered profile."""
     from mxgate.vectors import manifest, schema
-    from mxgate.vectors.families._builder import FamilyBuilder
+    from mxgate.vectors.families import FamilyBuilder
     from mxgate.vectors.generator import GENERATOR_VERSION
 
     family = family_name(name_a, name_b)
@@ -623,8 +625,8 @@ def show_input(spec: OpSpec, args: tuple, d: Difference) -> str:
     if spec.blocks:
         width = x.shape[-1]
         if d.output == "e8m0":
-            r, g = divmod(d.index, width // 32)
-            return f"{spec.inputs[0]}[{r}, {32 * g}:{32 * g + 32}] (group {g} of row {r})"
+            r, g = divmod(d.index, width // GROUP)
+            return f"{spec.inputs[0]}[{r}, {GROUP * g}:{GROUP * g + GROUP}] (group {g} of row {r})"
         r, c = divmod(d.index, width)
         return f"{spec.inputs[0]}[{r}, {c}] = {_value(x[r, c])}"
     return f"{spec.inputs[0]}[{d.index}] = {_value(flat[d.index])}"

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from mxgate.conformance import hypothesis_profiles, known_findings, outcome
+from mxgate.conformance import hypothesis_settings, known_findings, outcome
 from mxgate.conformance import matrix as _matrix
 from mxgate.conformance.verdicts import FAIL, UNSUPPORTED, Verdict
 
@@ -53,9 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="judge every backend under this semantic profile instead of its op's declared one")
     group.addoption("--mxgate-json", default=None, metavar="PATH", help="write the conformance matrix as JSON")
     group.addoption("--mxgate-md", default=None, metavar="PATH", help="write the conformance matrix as Markdown")
-    group.addoption("--mxgate-hypothesis-profile", default=None, choices=hypothesis_profiles.NAMES,
+    group.addoption("--mxgate-hypothesis-profile", default=None, choices=hypothesis_settings.NAMES,
                     help="Hypothesis profile for the conformance tests (default: mxgate-ci when CI is set, "
-                         f"else mxgate-dev; env {hypothesis_profiles.ENV})")
+                         f"else mxgate-dev; env {hypothesis_settings.ENV})")
     group.addoption("--mxgate-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-call limit of a backend op; past it the op is killed and its cell fails "
                          "(default 300, or the environment variable MXGATE_TIMEOUT)")
@@ -88,11 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
             # triton fixes interpreter vs compiled at its first import: on the CPU every Triton
             # backend needs the interpreter, so choose it before anything imports triton.
             os.environ.setdefault("TRITON_INTERPRET", "1")
-    name = hypothesis_profiles.choose(
+    name = hypothesis_settings.choose(
         _option(config, "hypothesis_profile"), config.getoption("--mxgate-hypothesis-profile"),
         config.getoption("--tier"),
     )
-    hypothesis_profiles.select(name)
+    hypothesis_settings.select(name)
     config.pluginmanager.register(_Collector(config), "mxgate-result-collector")
 
 
@@ -276,7 +276,7 @@ def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: V
         "backend": backend, "op": op, "config": config_id, "verdict": verdict.verdict, "reason": verdict.reason,
         "mismatches": verdict.mismatches, "total": verdict.total,
         "first_mismatch": list(verdict.first_mismatch) if verdict.first_mismatch is not None else None,
-        "seed": seed, "profile": profile, "hypothesis_profile": hypothesis_profiles.current(),
+        "seed": seed, "profile": profile, "hypothesis_profile": hypothesis_settings.current(),
         "known": known, "expected_failure": expected,
         "nodeid": node.nodeid, "index": sum(1 for k, _ in node.user_properties if k == PROPERTY),
     }
@@ -291,7 +291,7 @@ def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: V
     if known is not None:
         node.user_properties.append(("known_finding", known))
     if not any(k == "hypothesis_profile" for k, _ in node.user_properties):
-        node.user_properties.append(("hypothesis_profile", hypothesis_profiles.current()))
+        node.user_properties.append(("hypothesis_profile", hypothesis_settings.current()))
 
 
 def _op_of(node: pytest.Item) -> str:
@@ -435,7 +435,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _report(config: pytest.Config) -> dict[str, Any]:
     status = config.stash.get(_STATUS, None)
     return _matrix.build(results(config), unavailable_backends(config), tier=config.getoption("--tier"),
-                         device=config.getoption("--device"), hypothesis_profile=hypothesis_profiles.current(),
+                         device=config.getoption("--device"), hypothesis_profile=hypothesis_settings.current(),
                          exit_status=status)
 
 

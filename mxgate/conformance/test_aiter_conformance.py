@@ -24,24 +24,23 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 from mxgate.op_table import OpName
 from mxgate import oracle
-from mxgate.conformance.hypothesis_profiles import search
-from mxgate.conformance.test_elements import _blocks, _boundary_f32, _judge_mx, _scale_blocks
+from mxgate.conformance.hypothesis_settings import search
+from mxgate.conformance.test_elements import _judge_mx
 from mxgate.conformance.verdicts import EXACT, FAIL, Verdict, combine, compare_arrays
 from mxgate.oracle import layouts
-from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.inputs import logits as lc
+from mxgate.inputs.boundaries import E2M1_MIDPOINTS, in_rms_contract, scale_blocks, scale_inputs, tie_probe
+from mxgate.inputs.strategies import float_blocks, rms_blocks
+from mxgate.oracle.ops import logits
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
-from mxgate.vectors.families._values import bf16_patterns, f32, is_nan_bits
 
 MX_OPS = (OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT, OpName.AITER_REF_QUANT_MXFP4_ROUND_DOWN, OpName.AITER_REF_QUANT_MXFP4_EVEN,
           OpName.AITER_REF_QUANT_MXFP4_CEIL, OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0, OpName.AITER_FP4_ACT_QUANT)
 RMS_OP = OpName.AITER_FUSED_RMS_MXFP4_QUANT
 SCALE_OPS = tuple(f"aiter.f32_to_mx_e8m0_scale.{m}" for m in ("round_down", "round_up", "even", "ceil"))
-MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
-RMS_MIN, RMS_MAX = 2.0**-76, 2.0**37
 
 
 def _params(ops: tuple[str, ...]):
@@ -52,14 +51,6 @@ def _profile(backend, op: str, override: str | None) -> str:
     return override or backend.op(op).profile
 
 
-def tie_probe() -> np.ndarray:
-    """Rows whose group amax is 6 (scale 2^0 under every policy here): each E2M1 midpoint of
-    both signs, -0, and a small negative that rounds to zero, one group per row."""
-    row = [6.0] + [s * m for m in MIDPOINTS for s in (1.0, -1.0)] + [-0.0, -0.1, 0.1, -6.0]
-    row += [0.0] * (32 - len(row))
-    return f32([int(v) for v in np.float32(row).view(np.uint32)]).reshape(1, 32)
-
-
 # ---- MX quantizers --------------------------------------------------------------------------
 
 
@@ -67,7 +58,7 @@ def tie_probe() -> np.ndarray:
 def test_mx_like_boundaries(backend, record, profile_override, op: str) -> None:
     profile = _profile(backend, op, profile_override)
     run = backend.op(op).run
-    x = _scale_blocks()
+    x = scale_blocks()
     record(op, "scale-boundary-blocks", _judge_mx(x, profile, run(x)), profile=profile)
     t = tie_probe()
     record(op, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
@@ -77,7 +68,7 @@ def test_mx_like_boundaries(backend, record, profile_override, op: str) -> None:
 def test_mx_like_hypothesis(backend, record, profile_override, tier, op: str) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis blocks run from the default tier on")
-    _hypothesis_blocks(backend, record, profile_override, op, _blocks())
+    _hypothesis_blocks(backend, record, profile_override, op, float_blocks())
 
 
 def _hypothesis_blocks(backend, record, profile_override, op: str, strategy) -> None:
@@ -87,46 +78,19 @@ def _hypothesis_blocks(backend, record, profile_override, op: str, strategy) -> 
     record(op, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)
 
 
-def _in_rms_contract(x: np.ndarray) -> np.ndarray:
-    """Zero what an identity RMSNorm cannot carry exactly (|x| below 2^-76 or from 2^37 up)."""
-    mag = np.abs(x)
-    keep = np.isfinite(x) & (mag >= RMS_MIN) & (mag < RMS_MAX)
-    return np.where(keep, x, np.float32(0.0)).astype(np.float32)
-
-
-@st.composite
-def _rms_blocks(draw) -> np.ndarray:
-    groups = draw(st.integers(1, 4))
-    scale = draw(st.integers(-70, 30))
-    values = draw(st.lists(st.floats(-8.0, 8.0, width=32) | st.sampled_from(MIDPOINTS + (-0.0, 6.0, -5.0)),
-                           min_size=32 * groups, max_size=32 * groups))
-    return _in_rms_contract((np.array(values, np.float64) * 2.0**scale).astype(np.float32).reshape(1, -1))
-
-
 @pytest.mark.mxgate_op(RMS_OP)
 def test_fused_rms_identity(backend, record, profile_override, tier) -> None:
     profile = _profile(backend, RMS_OP, profile_override)
     run = backend.op(RMS_OP).run
-    x = _in_rms_contract(_scale_blocks())
+    x = in_rms_contract(scale_blocks())
     record(RMS_OP, "scale-boundary-blocks-in-contract", _judge_mx(x, profile, run(x)), profile=profile)
     t = tie_probe()
     record(RMS_OP, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
     if tier != "quick":
-        _hypothesis_blocks(backend, record, profile_override, RMS_OP, _rms_blocks())
+        _hypothesis_blocks(backend, record, profile_override, RMS_OP, rms_blocks())
 
 
 # ---- e8m0 scale and e2m1 decode -------------------------------------------------------------
-
-
-def scale_inputs() -> np.ndarray:
-    """Positive amax values: every finite bf16 pattern, the boundary classes, every float32
-    from 2^-125 - 2^-140 up to 2^-124 (where amax / 4 rounds into the normal range), Inf, NaN."""
-    every = bf16_patterns()
-    every = every[(every & 0x80000000) == 0]
-    bf16 = f32(every[~is_nan_bits(every)])
-    edge = np.arange(0x01000000 - (1 << 15), 0x01000000 + 4, dtype=np.uint32).view(np.float32)
-    special = np.float32([np.inf, np.nan, 0.0])
-    return np.concatenate([bf16, np.abs(_boundary_f32()), edge, special]).astype(np.float32)
 
 
 @pytest.mark.parametrize("op", _params(SCALE_OPS))
@@ -157,7 +121,7 @@ def _kv_bits(seed: int, shape: tuple[int, ...]) -> np.ndarray:
     """bf16 K rows with E2M1 midpoints and -0 planted after a group amax of 6 (scale 2^0)."""
     rng = lc.rng_for(seed)
     x = lc.bf16_values(rng, shape)
-    planted = rng.choice(np.float32(MIDPOINTS + (-0.0,)), size=shape) * np.where(rng.random(shape) < 0.5, -1, 1)
+    planted = rng.choice(np.float32(E2M1_MIDPOINTS + (-0.0,)), size=shape) * np.where(rng.random(shape) < 0.5, -1, 1)
     x = np.where(rng.random(shape) < 0.25, planted.astype(np.float32), x)
     x[..., ::32] = 6.0
     return oracle.bf16_bits(x.astype(np.float32))

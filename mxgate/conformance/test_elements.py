@@ -10,42 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 from mxgate.op_table import OpName
 from mxgate import oracle
-from mxgate.conformance.hypothesis_profiles import search
+from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, Verdict, combine, compare_arrays, differing
 from mxgate.oracle import profiles
 from mxgate.vectors.families import _unverified as unv
-from mxgate.vectors.families._values import F32_INF, F32_MAX, NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
+from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
+from mxgate.inputs.boundaries import element_boundaries, element_inputs, scale_blocks
+from mxgate.inputs.strategies import float_blocks
 
 SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
-E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 CHUNK = 1 << 24  # float32 patterns per step of the exhaustive sweeps
 
 
 def _profile(backend, op: str, override: str | None) -> str:
     return override or backend.op(op).profile
-
-
-def _boundary_f32() -> np.ndarray:
-    """Every element boundary class as float32 bit patterns (both signs)."""
-    pats: list[int] = [0, 1, 2, 0x00400000, 0x007FFFFF, F32_MAX, F32_INF, 0x3F800000 + 1]
-    for m in E2M1_MIDPOINTS + (6.0, 448.0, 464.0, 240.0, 248.0, 1.0625, 0.0009765625, 0.001953125):
-        b = int(np.float32(m).view(np.uint32))
-        pats += [b - 1, b, b + 1, b + 0x7FFF, b - 0x7FFF, b + 0x8000, b + 0xFFF]
-    pats += [int(v) for v in np.float32([0.1, 1e-30, 7.0, 8.0, 1e10, 3.0, 1.5]).view(np.uint32)]
-    pats += [p ^ 0x80000000 for p in pats]
-    return f32(pats)
-
-
-def _inputs(tier: str) -> np.ndarray:
-    x = _boundary_f32()
-    if tier == "quick":
-        return x
-    every = bf16_patterns()
-    return np.concatenate([x, f32(every[~is_nan_bits(every)])])
 
 
 def _judge_e2m1(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, profile: str, name: str) -> Verdict:
@@ -60,7 +41,7 @@ def _judge_e2m1(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, profile
 @pytest.mark.mxgate_op(OpName.E2M1_ENCODE)
 def test_e2m1_encode(backend, record, profile_override, tier) -> None:
     profile = _profile(backend, OpName.E2M1_ENCODE, profile_override)
-    x = _inputs(tier)
+    x = element_inputs(tier)
     verdict = _judge_e2m1(x, oracle.encode_e2m1(x, profile), backend.op(OpName.E2M1_ENCODE).run(x), profile, "codes")
     record(OpName.E2M1_ENCODE, f"boundary-classes-{tier}", verdict, profile=profile)
     nan = f32(NAN_PAYLOADS)
@@ -99,7 +80,7 @@ def _fp8_params():
 def test_e4m3_encode(backend, record, profile_override, tier, variant: str) -> None:
     op = f"e4m3{variant}.encode"
     profile = _profile(backend, op, profile_override)
-    x = _boundary_f32() if tier == "quick" else np.concatenate([_boundary_f32(), f32(bf16_patterns())])
+    x = element_boundaries() if tier == "quick" else np.concatenate([element_boundaries(), f32(bf16_patterns())])
     x = np.concatenate([x, f32(NAN_PAYLOADS)])
     expected = oracle.encode_e4m3(x, variant, saturate=SATURATE[profiles.get(profile).fp8_overflow])
     record(op, f"boundary-classes-{tier}", compare_arrays(expected, backend.op(op).run(x), "codes"), profile=profile)
@@ -126,7 +107,7 @@ def test_e4m3_decode(backend, record, profile_override, variant: str) -> None:
 @pytest.mark.mxgate_op(OpName.BF16_ROUND)
 def test_bf16_round(backend, record, profile_override, tier) -> None:
     profile = _profile(backend, OpName.BF16_ROUND, profile_override)
-    x = _boundary_f32()
+    x = element_boundaries()
     if tier != "quick":
         rng = np.random.Generator(np.random.PCG64(0x4D58))
         x = np.concatenate([x, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)])
@@ -170,45 +151,11 @@ def _judge_mx(x: np.ndarray, profile: str, actual: tuple) -> Verdict:
     return v
 
 
-def _scale_blocks() -> np.ndarray:
-    """Zero, tiny, huge, non-finite and binade-edge blocks plus midpoint-after-scale rows."""
-    rows = [np.zeros(32, np.float32), np.full(32, -0.0, np.float32), np.full(32, 1e-36, np.float32),
-            f32(np.arange(1, 33)), np.full(32, np.float32(f32([F32_MAX])[0])),
-            np.linspace(-6, 6, 32, dtype=np.float32)]
-    for k in range(-140, 128, 7):
-        for m in (1.0, 1.5, 1.9999999):
-            amax = np.float32(m * 2.0**k)
-            rows.append((np.linspace(-1, 1, 32) * float(amax)).astype(np.float32))
-    bad = np.linspace(-3, 3, 32, dtype=np.float32)
-    bad[3] = np.inf
-    rows.append(bad)
-    for floor in (6.0 * 2.0**-126, 1e-10, 1e-8, 1e-4):
-        rows.append(np.full(32, floor, np.float32))
-    return np.stack(rows)
-
-
 @pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
 def test_mx_quantize_boundaries(backend, record, profile_override) -> None:
     profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
-    x = _scale_blocks()
+    x = scale_blocks()
     record(OpName.MX_QUANTIZE, "scale-boundary-blocks", _judge_mx(x, profile, backend.op(OpName.MX_QUANTIZE).run(x)), profile=profile)
-
-
-_FLOATS = st.one_of(
-    st.floats(width=32, allow_nan=False, allow_infinity=False),
-    st.sampled_from([0.0, -0.0, 0.25, -0.25, 2.5, 5.0, 6.0, 1e-38, 3e38, 2.0**-149]),
-)
-
-
-@st.composite
-def _blocks(draw) -> np.ndarray:
-    groups = draw(st.integers(1, 2))
-    scale = draw(st.integers(-120, 100))
-    values = draw(st.lists(_FLOATS, min_size=32 * groups, max_size=32 * groups))
-    x = np.array(values, dtype=np.float64) * (2.0**scale if draw(st.booleans()) else 1.0)
-    with np.errstate(over="ignore"):
-        x32 = x.astype(np.float32)
-    return np.where(np.isfinite(x32), x32, np.float32(0.0)).reshape(1, -1)
 
 
 @pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
@@ -217,5 +164,5 @@ def test_mx_quantize_hypothesis(backend, record, profile_override, tier) -> None
         pytest.skip("Hypothesis blocks run from the default tier on")
     profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
     run = backend.op(OpName.MX_QUANTIZE).run
-    seen, failed = search(_blocks(), lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
+    seen, failed = search(float_blocks(), lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
     record(OpName.MX_QUANTIZE, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)

@@ -21,15 +21,14 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from mxgate.op_table import OpName
-from mxgate.conformance.hypothesis_profiles import suite_settings
+from mxgate.conformance.hypothesis_settings import suite_settings
 from mxgate.conformance.verdicts import EXACT, FAIL, Verdict
 from mxgate.oracle import ops, profiles
 from mxgate.oracle.formats.bf16 import bf16_bits
 from mxgate.oracle.layouts import POISON
-from mxgate.oracle.ops.indexer_cases import (
+from mxgate.inputs.indexer import (
     PR_FP4_CONFIGS,
     PR_FP8_CONFIGS,
     IndexerConfig,
@@ -37,6 +36,7 @@ from mxgate.oracle.ops.indexer_cases import (
     envelope_probe_case,
     make_case,
 )
+from mxgate.inputs.strategies import indexer_fp4_cases, indexer_fp8_cases
 
 OP = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 OUTPUTS = ("q_out", "weights_out", "kv_cache", "q_scale_out", "kv_cache_scale")
@@ -162,74 +162,6 @@ def test_host_rejection(backend, record, profile_override, name: str, build, mes
 # ---- Hypothesis ---------------------------------------------------------------------------
 
 
-_MIDPOINTS = np.float32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
-
-
-def _plant_midpoints(args: dict[str, Any], rng: np.random.Generator) -> None:
-    """Q dims 64..127 reach the quantizer unchanged: make a group's amax 6 * 2^e (scale 2^e
-    exactly) and put E2M1 midpoints m * 2^e, and their bf16 neighbours, in it."""
-    q = args["q"]
-    t, h, _ = q.shape
-    e = int(rng.integers(-12, 8))
-    values = rng.choice(_MIDPOINTS, size=(t, h, 64)) * np.float32(2.0**e)
-    values *= np.where(rng.random((t, h, 64)) < 0.5, np.float32(-1), np.float32(1))
-    bits = bf16_bits(values.astype(np.float32))
-    bits = bits + rng.choice(np.array([0, 0, 0, 1, 0xFFFF], dtype=np.uint16), size=bits.shape)  # +-1 ulp
-    bits[..., 0] = bf16_bits(np.float32([6.0 * 2.0**e]))[0]
-    bits[..., 32] = bf16_bits(np.float32([-6.0 * 2.0**e]))[0]
-    chosen = rng.random((t, h)) < 0.7
-    q[..., 64:][chosen] = bits[chosen]
-
-
-def _plant_scale_boundaries(args: dict[str, Any], rng: np.random.Generator, variant: str) -> None:
-    """FP8 Q rows whose amax makes amax * fl(1/max) exactly a power of two (1.75 * 2^k for
-    e4m3fn, 1.875 * 2^k for fnuz), or one bf16 step above or below it."""
-    q = args["q"]
-    t, h, _ = q.shape
-    base = 1.75 if variant == "fn" else 1.875
-    k = rng.integers(-20, 10, size=(t, h))
-    amax_bits = bf16_bits((base * 2.0**k).astype(np.float32)) + rng.choice(
-        np.array([0, 1, 0xFFFF], dtype=np.uint16), size=(t, h))
-    small = bf16_bits((rng.uniform(-1.0, 1.0, size=(t, h, 128)) * base * 2.0**k[..., None]).astype(np.float32))
-    chosen = rng.random((t, h)) < 0.6
-    q[chosen] = small[chosen]
-    q[..., 100][chosen] = amax_bits[chosen]
-
-
-def _zero_rows(args: dict[str, Any], rng: np.random.Generator) -> None:
-    args["q"][rng.random(args["q"].shape[:2]) < 0.15] = 0
-    args["k"][rng.random(args["k"].shape[0]) < 0.2] = 0
-
-
-@st.composite
-def _fp4_cases(draw) -> tuple[int, dict[str, Any]]:
-    seed = draw(st.integers(0, 2**31 - 1))
-    config = IndexerConfig("fp4", draw(st.integers(1, 40)), draw(st.sampled_from([16, 32, 48, 64, 128])),
-                           draw(st.booleans()), draw(st.booleans()))
-    args = make_case(config, seed=seed, padded_fraction=draw(st.sampled_from([0.0, 0.25, 0.9])))
-    rng = np.random.Generator(np.random.PCG64(seed))
-    if draw(st.booleans()):
-        _plant_midpoints(args, rng)
-    if draw(st.booleans()):
-        _zero_rows(args, rng)
-    return seed, args
-
-
-@st.composite
-def _fp8_cases(draw, variant: str) -> tuple[int, dict[str, Any]]:
-    seed = draw(st.integers(0, 2**31 - 1))
-    config = IndexerConfig("fp8", draw(st.integers(1, 40)), draw(st.integers(1, 8)), draw(st.booleans()),
-                           draw(st.booleans()), draw(st.sampled_from(["ue8m0", None])), draw(st.booleans()),
-                           draw(st.sampled_from([16, 32, 64])))
-    args = make_case(config, seed=seed, padded_fraction=draw(st.sampled_from([0.0, 0.25, 0.9])))
-    rng = np.random.Generator(np.random.PCG64(seed))
-    if draw(st.booleans()):
-        _plant_scale_boundaries(args, rng, variant)
-    if draw(st.booleans()):
-        _zero_rows(args, rng)
-    return seed, args
-
-
 def _hypothesis(backend, record, profile: str, strategy, config_id: str) -> None:
     failures: list[tuple[int, Verdict]] = []
 
@@ -253,11 +185,11 @@ def _hypothesis(backend, record, profile: str, strategy, config_id: str) -> None
 def test_hypothesis_fp4(backend, record, profile_override, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
-    _hypothesis(backend, record, _profile(backend, profile_override), _fp4_cases(), "fp4-hypothesis")
+    _hypothesis(backend, record, _profile(backend, profile_override), indexer_fp4_cases(), "fp4-hypothesis")
 
 
 def test_hypothesis_fp8(backend, record, profile_override, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
     profile = _profile(backend, profile_override)
-    _hypothesis(backend, record, profile, _fp8_cases(profiles.get(profile).fp8_variant), "fp8-hypothesis")
+    _hypothesis(backend, record, profile, indexer_fp8_cases(profiles.get(profile).fp8_variant), "fp8-hypothesis")

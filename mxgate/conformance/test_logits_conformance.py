@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 from mxgate.op_table import OpName
-from mxgate.conformance.hypothesis_profiles import search
+from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine
 from mxgate.oracle import profiles
-from mxgate.oracle.ops import logits, logits_cases as lc
+from mxgate.inputs import logits as lc
+from mxgate.inputs.strategies import decode_ragged_params
+from mxgate.oracle.ops import logits
 from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
 from mxgate.oracle.ops.logits_sglang import fp4_index_logits_decode_exact, fp4_index_logits_paged_exact
 
@@ -101,17 +102,6 @@ def test_prefill_configs(backend, record, profile_override, cfg) -> None:
            seed=seed, profile=prof)
 
 
-LENGTHS = st.sampled_from([0, 1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 300])
-
-
-@st.composite
-def _ragged(draw) -> tuple[int, int, int, list[int], int]:
-    """Ragged lengths at block boundaries, next_n 1..4, random block tables with gaps (every
-    case), and group scales up to 2^spread apart (16: spans past the close-scale MFMA case)."""
-    return (draw(st.integers(0, 2**31 - 1)), draw(st.integers(1, 4)), draw(st.sampled_from([16, 32, 64])),
-            draw(st.lists(LENGTHS, min_size=1, max_size=4)), draw(st.sampled_from([0, 0, 3, 16])))
-
-
 @pytest.mark.mxgate_op(DECODE)
 def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> None:
     if tier == "quick":
@@ -125,7 +115,7 @@ def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> No
         cid = f"lens{'-'.join(map(str, lens))}_n{next_n}_h{heads}_spread{spread}"
         return seed, cid, _judge_fp4(op, scored, case.kwargs)
 
-    seen, failed = search(_ragged(), judge, lambda result: not result[2].passed)
+    seen, failed = search(decode_ragged_params(), judge, lambda result: not result[2].passed)
     if failed:
         seed, cid, verdict = seen[-1]  # Hypothesis replays the shrunk example last
         record(DECODE, f"ragged-hypothesis_{cid}_seed{seed}", verdict, seed=seed, profile=prof)

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
-from mxgate.conformance.hypothesis_profiles import search
+from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine, compare_arrays
 from mxgate import oracle
-from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
+from mxgate.inputs import vllm as vc
+from mxgate.inputs.strategies import vllm_paged_params, vllm_q_row_params, vllm_ragged_params
 from mxgate.oracle.ops import logits_vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
-from mxgate.oracle.ops import vllm_cases as vc
 from mxgate.kernels.vllm_triton import FP4_PAGED, FP4_RAGGED, FP8_PAGED, K_STORE, Q_QUANT, TILE_TOPK, TOPK  # noqa: E402
 
 # (batch, next_n, heads, max_ctx, block_size, ctx2d, spread, page_bytes): the PR's matrix
@@ -126,17 +125,6 @@ def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs) -> Non
            profile=prof)
 
 
-@st.composite
-def _paged_params(draw) -> tuple:
-    lens = st.sampled_from([0, 1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 200])
-    B = draw(st.integers(1, 3))
-    nn = draw(st.integers(1, 4))
-    ctx2d = draw(st.booleans())
-    ctx = draw(st.lists(lens, min_size=B * (nn if ctx2d else 1), max_size=B * (nn if ctx2d else 1)))
-    return (draw(st.integers(0, 2**31 - 1)), B, nn, draw(st.sampled_from([32, 64])),
-            draw(st.sampled_from([16, 32, 64])), ctx2d, ctx, draw(st.sampled_from([0, 0, 3, 16])))
-
-
 def _hypothesis(record, op_name: str, prof: str, strategy, judge) -> None:
     """Run ``judge(params) -> (config id, seed, Verdict)`` under Hypothesis; record the shrunk
     failing example, or one summary row for all the examples."""
@@ -170,7 +158,7 @@ def test_fp4_paged_hypothesis(backend, record, profile_override, tier) -> None:
                   "lens" + "-".join(map(str, ctx)))
         return cid, seed, _judge_scorer(op.run, scored, case.kwargs)
 
-    _hypothesis(record, FP4_PAGED, prof, _paged_params(), judge)
+    _hypothesis(record, FP4_PAGED, prof, vllm_paged_params(), judge)
 
 
 # ---- FP4 ragged ------------------------------------------------------------------------------
@@ -214,10 +202,6 @@ def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
         pytest.skip("Hypothesis cases run from the default tier on")
     op = backend.op(FP4_RAGGED)
     prof = _profile_name(op, profile_override)
-    params = st.tuples(st.integers(0, 2**31 - 1), st.integers(1, 9), st.sampled_from([1, 2, 127, 128, 129, 300]),
-                       st.sampled_from([8, 16, 32, 64]), st.sampled_from([0, 3, 16]),
-                       st.sampled_from(["random", "causal"]))
-
     def judge(p):
         seed, S, N, H, spread, windows = p
         if windows == "causal" and S > N:
@@ -226,7 +210,7 @@ def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
         scored = lv.fp4_ragged_logits_exact(**case.kwargs, profile=qv.profile(prof))
         return _ragged_id((S, N, H, spread, windows)), seed, _judge_scorer(op.run, scored, case.kwargs)
 
-    _hypothesis(record, FP4_RAGGED, prof, params, judge)
+    _hypothesis(record, FP4_RAGGED, prof, vllm_ragged_params(), judge)
 
 
 # ---- FP8 paged -------------------------------------------------------------------------------
@@ -322,15 +306,12 @@ def test_indexer_q_mxfp4_hypothesis(backend, record, profile_override, tier) -> 
         pytest.skip("Hypothesis cases run from the default tier on")
     op = backend.op(Q_QUANT)
     prof = _profile_name(op, profile_override)
-    normal = st.integers(0, 0xFFFF).filter(lambda b: (b & 0x7F80) != 0 or (b & 0x7F) == 0)
-    params = st.tuples(st.integers(0, 2**31 - 1), st.lists(normal, min_size=128, max_size=128), st.integers(-120, 120))
-
     def judge(p):
         seed, row, shift = p
         x = vc.quant_rows(seed, 4, specials=False).reshape(1, 4, 128)
         x[0, 0] = np.array(row, np.uint16)
         g = np.random.Generator(np.random.PCG64(seed))
-        x[0, 1, :32] = oracle.bf16_bits(np.float32(2.0**shift) * vc.MIDPOINTS[g.integers(0, 7, 32)]
+        x[0, 1, :32] = oracle.bf16_bits(np.float32(2.0**shift) * vc.MIDPOINTS_F32[g.integers(0, 7, 32)]
                                            * np.where(g.random(32) < 0.5, -1, 1).astype(np.float32))
         w = g.standard_normal((1, 4)).astype(np.float32)
         got = op.run(x, w, 1.0, 1.0)
@@ -338,7 +319,7 @@ def test_indexer_q_mxfp4_hypothesis(backend, record, profile_override, tier) -> 
         v = combine([compare_arrays(e, np.asarray(a), n) for e, a, n in zip(want, got, ("packed", "e8m0", "weights_out"))])
         return f"shift{shift}", seed, v
 
-    _hypothesis(record, Q_QUANT, prof, params, judge)
+    _hypothesis(record, Q_QUANT, prof, vllm_q_row_params(), judge)
 
 
 K_CONFIGS = [(40, 16, None), (40, 64, 64 * 68), (70, 32, 32 * 140)]
@@ -358,7 +339,7 @@ def test_k_store(backend, record, profile_override, cfg) -> None:
     blocks = -(-T // bs) + 2
     slots = rng.permutation(blocks * bs)[:T].astype(np.int64)
     slots[rng.random(T) < 0.1] = -1
-    cache = VllmFp4IndexerK().new_buffer(num_blocks=blocks, block_size=bs, page_bytes=pb or bs * 132)
+    cache = oracle.layouts.get("vllm-fp4-indexer-k").new_buffer(num_blocks=blocks, block_size=bs, page_bytes=pb or bs * 132)
     got = np.asarray(op.run(k, slots, cache, block_size=bs))
     want = qv.k_insert_mxfp4(k, slots, cache, block_size=bs, profile_=qv.profile(prof))
     record(K_STORE, f"T{T}-blk{bs}-page{cache.shape[1]}_seed{seed}", compare_arrays(want, got, "cache"), seed=seed,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from mxgate.vectors.families import elements, indexer, layouts, logits, scales
+from mxgate.vectors.families._builder import FamilyBuilder  # noqa: F401 - for writers outside vectors
 
 FAMILIES: list[ModuleType] = [elements, scales, layouts, indexer, logits]
 

@@ -13,18 +13,8 @@ from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families import _unverified as unv
 from mxgate.vectors.families._builder import FamilyBuilder, Group, Outputs
-from mxgate.vectors.families._values import (
-    F32_INF,
-    F32_MAX,
-    NAN_PAYLOADS,
-    bf16_patterns,
-    bit,
-    f32,
-    is_nan_bits,
-    negate,
-    neighbours,
-    normal,
-)
+from mxgate.inputs.bits import F32_INF, F32_MAX, NAN_PAYLOADS, bf16_patterns, bit, f32, is_nan_bits, negate, neighbours
+from mxgate.inputs.samples import normal
 
 NAME = "elements"
 DESCRIPTION = "Element codecs: e2m1.encode/decode, e4m3fn/e4m3fnuz encode/decode, bf16.round"

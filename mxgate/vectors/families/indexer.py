@@ -22,7 +22,7 @@ from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors import configs
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
-from mxgate.vectors.families._values import normal
+from mxgate.inputs.samples import normal
 
 NAME = "indexer"
 DESCRIPTION = "indexer_qk_rope_quant_and_cache: the PR's 16 FP4 and 192 FP8 configs, all five outputs"

@@ -17,7 +17,7 @@ from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
-from mxgate.vectors.families._values import normal, pow2_f64
+from mxgate.inputs.samples import normal, pow2_f64
 
 NAME = "layouts"
 DESCRIPTION = "Layouts: layout.scatter index-map goldens for every layout, FP4 quantize-and-store writers"

@@ -19,7 +19,7 @@ from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
-from mxgate.vectors.families._values import normal
+from mxgate.inputs.samples import normal
 
 NAME = "logits"
 DESCRIPTION = "pa_mqa_logits_fp4 decode and prefill scorers: exact emulated order plus a rigorous bound"

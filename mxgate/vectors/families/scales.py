@@ -18,7 +18,8 @@ from mxgate.oracle import profiles as _profiles
 from mxgate.oracle import scales as _scales
 from mxgate.vectors.families import _unverified as unv
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
-from mxgate.vectors.families._values import F32_INF, F32_MAX, bit, f32, is_nan_bits, normal, pow2_bits, pow2_f64
+from mxgate.inputs.bits import F32_INF, F32_MAX, bit, f32, is_nan_bits, pow2_bits
+from mxgate.inputs.samples import normal, pow2_f64
 
 NAME = "scales"
 DESCRIPTION = "Scale policies: e8m0.decode, e8m0.scale, mx.quantize (groups of 32), ue8m0.round"

@@ -1,8 +1,8 @@
 """Builders of valid scorer inputs from dense data: quantize, then scatter through the layouts
 (the same index maps the kernels use), into block pools with gaps and POISON-filled unused bytes.
 
-These are test-data generators, not semantics: the tests, the conformance suite, the benchmark
-and the end-to-end test share them so every backend sees the same bytes for a given seed.
+The tests, the conformance suite, the benchmark and the end-to-end test share them, so every
+backend sees the same bytes for a given seed.
 """
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mxgate import oracle
+from mxgate.inputs.samples import bf16_values, rng_for, spread_groups
 from mxgate.oracle import layouts
-from mxgate.oracle.ops.logits_validate import KV_BLOCK
-
-GROUP = 32
-
-
-def rng_for(seed: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(seed))
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK
 
 
 @dataclass
@@ -49,20 +44,6 @@ def quantize_groups(x: np.ndarray, profile: str = "gfx950") -> tuple[np.ndarray,
     """float32 [..., D] -> (codes uint8 [..., D], e8m0 [..., D/32]) under the profile."""
     packed, e8m0 = oracle.quantize_mx(np.ascontiguousarray(x, dtype=np.float32), profile)
     return oracle.unpack_nibbles(packed), e8m0
-
-
-def bf16_values(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
-    """Normal(0, scale^2) samples rounded to bf16, as float32."""
-    return oracle.round_bf16((rng.standard_normal(shape) * scale).astype(np.float32))
-
-
-def spread_groups(rng: np.random.Generator, x: np.ndarray, spread: int) -> np.ndarray:
-    """Multiply each 32-element group by 2^k, k uniform in [-spread, spread] (exact scaling)."""
-    if spread <= 0:
-        return x
-    shape = x.shape[:-1] + (x.shape[-1] // GROUP, 1)
-    k = rng.integers(-spread, spread + 1, size=shape)
-    return (x.reshape(shape[:-1] + (GROUP,)) * np.ldexp(np.float32(1), k).astype(np.float32)).reshape(x.shape)
 
 
 def block_pool(rng: np.random.Generator, batch: int, blocks_per_seq: int, *,
@@ -108,7 +89,7 @@ def scatter_q(q_codes: np.ndarray, q_e8m0: np.ndarray) -> tuple[np.ndarray, np.n
     return q, qs
 
 
-def fp4_decode_case(seed: int, batch: int, max_ctx: int, next_n: int, heads: int, head_dim: int = 128, *,
+def fp4_decode_case(seed: int, batch: int, max_ctx: int, next_n: int, heads: int, head_dim: int = HEAD_DIM, *,
                     context_lens: np.ndarray | None = None, spread: int = 0, gaps: bool = True,
                     weight_scale: float = 1.5, weight_std: float = 0.1, shape4d: bool = True,
                     q: np.ndarray | None = None, k: np.ndarray | None = None,
@@ -151,7 +132,7 @@ def fp4_decode_case(seed: int, batch: int, max_ctx: int, next_n: int, heads: int
 
 
 def fp4_prefill_case(seed: int, batch: int, max_ctx: int, rows_per_batch: int, heads: int,
-                     head_dim: int = 128, *, spread: int = 0, weight_scale: float = 1.5,
+                     head_dim: int = HEAD_DIM, *, spread: int = 0, weight_scale: float = 1.5,
                      weight_std: float = 0.1, random_windows: bool = False) -> Fp4Case:
     """A prefill case: each batch has ``rows_per_batch`` query rows; row i of a batch with
     context n scores [0, n - rows + i + 1) (causal), or a random [start, end) window."""
@@ -220,7 +201,7 @@ class Fp8Case:
     seed: int | None = None
 
 
-def fp8_decode_case(seed: int, batch: int, max_ctx: int, next_n: int, heads: int, head_dim: int = 128, *,
+def fp8_decode_case(seed: int, batch: int, max_ctx: int, next_n: int, heads: int, head_dim: int = HEAD_DIM, *,
                     block_size: int = 64, preshuffle: bool = False, variant: str = "fn",
                     context_lens: np.ndarray | None = None) -> Fp8Case:
     """Random FP8 scorer inputs: per-row-scaled e4m3 Q, per-token-scaled e4m3 K in the block-planar
@@ -278,7 +259,7 @@ def sglang_decode_case(seed: int, batch: int, length: int, heads: int, *, page_s
     """Random inputs of sglang's scorer: a page68 pool holding every K row once, per-request
     slot lists into it (random, distinct within a request), lens uniform in [0, length]."""
     rng = rng_for(seed)
-    B, H, D = batch, heads, 128
+    B, H, D = batch, heads, HEAD_DIM
     pool = max(length, 1) + page_size
     pages = -(-pool // page_size)
     k = spread_groups(rng, bf16_values(rng, (pages * page_size, D)), spread)

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from mxgate.inputs.samples import bf16_random
 from mxgate.oracle import layouts
 from mxgate.oracle.formats.bf16 import bf16_bits
+from mxgate.oracle.formats.e2m1 import MIDPOINTS
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROPE_DIM
 
-HEAD_DIM = 128
 MAX_POS = 4096
-FP4_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class IndexerConfig:
     compute_all_q_rope: bool
     scale_fmt: str | None = "ue8m0"
     preshuffle: bool = False
-    block_size: int = FP4_BLOCK
+    block_size: int = KV_BLOCK
 
     @property
     def id(self) -> str:
@@ -69,11 +70,6 @@ PR_FP8_CONFIGS: tuple[IndexerConfig, ...] = tuple(
         ("ue8m0", None), (False, True), (False, True), (False, True), (1, 17, 64), (32, 64), (16, 64)
     )
 )
-
-
-def bf16_random(rng: np.random.Generator, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray:
-    """Normal values times ``scale``, rounded to bf16 (uint16 bit patterns)."""
-    return bf16_bits((rng.standard_normal(shape) * scale).astype(np.float32))
 
 
 def fresh_outputs(config: IndexerConfig, num_blocks: int, q_rows: int | None = None) -> dict[str, np.ndarray]:
@@ -125,10 +121,10 @@ def make_case(config: IndexerConfig, seed: int | None = None, *, padded_fraction
         norm_weight=(1.0 + 0.1 * rng.standard_normal(HEAD_DIM)).astype(np.float32),
         norm_bias=(0.1 * rng.standard_normal(HEAD_DIM)).astype(np.float32),
         positions=positions,
-        cos_cache=bf16_bits(rng.uniform(-1.0, 1.0, (max_pos, 32)).astype(np.float32)),
-        sin_cache=bf16_bits(rng.uniform(-1.0, 1.0, (max_pos, 32)).astype(np.float32)),
+        cos_cache=bf16_bits(rng.uniform(-1.0, 1.0, (max_pos, ROPE_DIM // 2)).astype(np.float32)),
+        sin_cache=bf16_bits(rng.uniform(-1.0, 1.0, (max_pos, ROPE_DIM // 2)).astype(np.float32)),
         epsilon=1e-6,
-        quant_block_size=32 if fp4 else HEAD_DIM,
+        quant_block_size=GROUP if fp4 else HEAD_DIM,
         scale_fmt=config.scale_fmt,
         weights_scale=(HEAD_DIM * h) ** -0.5,
         preshuffle=config.preshuffle,
@@ -187,6 +183,48 @@ def envelope_probe_case(mode: str, tokens: int = 4, heads: int = 16, seed: int =
     bias[42:64:2] = 2.0**-8 - 5 * u / 8
     args.update(norm_weight=weight, norm_bias=bias, epsilon=PROBE_EPSILON)
     args["positions"][:] = 0
-    args["cos_cache"][0] = bf16_bits(np.ones(32, dtype=np.float32))
+    args["cos_cache"][0] = bf16_bits(np.ones(ROPE_DIM // 2, dtype=np.float32))
     args["sin_cache"][0] = 0
     return args
+
+
+# ---- boundaries planted into a case ----------------------------------------------------------
+
+_MIDPOINTS_F32 = MIDPOINTS.astype(np.float32)
+
+
+def plant_midpoints(args: dict[str, Any], rng: np.random.Generator) -> None:
+    """Q dims 64..127 reach the quantizer unchanged: make a group's amax 6 * 2^e (scale 2^e
+    exactly) and put E2M1 midpoints m * 2^e, and their bf16 neighbours, in it."""
+    q = args["q"]
+    t, h, _ = q.shape
+    e = int(rng.integers(-12, 8))
+    values = rng.choice(_MIDPOINTS_F32, size=(t, h, 64)) * np.float32(2.0**e)
+    values *= np.where(rng.random((t, h, 64)) < 0.5, np.float32(-1), np.float32(1))
+    bits = bf16_bits(values.astype(np.float32))
+    bits = bits + rng.choice(np.array([0, 0, 0, 1, 0xFFFF], dtype=np.uint16), size=bits.shape)  # +-1 ulp
+    bits[..., 0] = bf16_bits(np.float32([6.0 * 2.0**e]))[0]
+    bits[..., 32] = bf16_bits(np.float32([-6.0 * 2.0**e]))[0]
+    chosen = rng.random((t, h)) < 0.7
+    q[..., 64:][chosen] = bits[chosen]
+
+
+def plant_scale_boundaries(args: dict[str, Any], rng: np.random.Generator, variant: str) -> None:
+    """FP8 Q rows whose amax makes amax * fl(1/max) exactly a power of two (1.75 * 2^k for
+    e4m3fn, 1.875 * 2^k for fnuz), or one bf16 step above or below it."""
+    q = args["q"]
+    t, h, _ = q.shape
+    base = 1.75 if variant == "fn" else 1.875
+    k = rng.integers(-20, 10, size=(t, h))
+    amax_bits = bf16_bits((base * 2.0**k).astype(np.float32)) + rng.choice(
+        np.array([0, 1, 0xFFFF], dtype=np.uint16), size=(t, h))
+    small = bf16_bits((rng.uniform(-1.0, 1.0, size=(t, h, 128)) * base * 2.0**k[..., None]).astype(np.float32))
+    chosen = rng.random((t, h)) < 0.6
+    q[chosen] = small[chosen]
+    q[..., 100][chosen] = amax_bits[chosen]
+
+
+def zero_rows(args: dict[str, Any], rng: np.random.Generator) -> None:
+    """Zero about 15% of the Q rows and 20% of the K rows."""
+    args["q"][rng.random(args["q"].shape[:2]) < 0.15] = 0
+    args["k"][rng.random(args["k"].shape[0]) < 0.2] = 0

@@ -1,6 +1,6 @@
-"""Inputs of the element and scale ops in one place: the suite's boundary classes as bit
-patterns, each tagged with the golden-vector flag that names it (docs/vectors.md), and the
-Hypothesis strategies that draw op inputs from them.
+"""The boundary classes of the element and scale ops as bit patterns, each tagged with the
+golden-vector flag that names it (docs/vectors.md), and the fixed boundary arrays the
+conformance suite runs.
 
 Classes: signed-zero; all-codes (the values a format represents exactly); midpoint and
 midpoint-neighbour (E2M1, E4M3 and bf16 ties, one float32 ulp either side); binade-edge (2^k
@@ -18,19 +18,19 @@ the simplest boundary value that still shows what it shows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
-from hypothesis import strategies as st
 
-from mxgate.op_table import OpName
 from mxgate import oracle
+from mxgate.inputs.bits import F32_INF, F32_MAX, NAN_PAYLOADS, SIGN, bf16_patterns, bit, f32, is_nan_bits, pow2_bits
+from mxgate.oracle.formats.e2m1 import MAGNITUDES, MIDPOINTS
+from mxgate.oracle.geometry import GROUP
 from mxgate.oracle.profiles import AITER_AMAX_FLOOR
 from mxgate.oracle.scales import log2f_threshold_table
-from mxgate.vectors.families._values import F32_INF, F32_MAX, NAN_PAYLOADS, SIGN, bit, is_nan_bits, pow2_bits
 
-E2M1_VALUES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+E2M1_VALUES = tuple(MAGNITUDES[1:].tolist())  # the positive E2M1 values, 0.5 .. 6
+E2M1_MIDPOINTS = tuple(MIDPOINTS.tolist())
 # Every registered profile's amax floor (mxgate.oracle.profiles): 6*2^-126, 1e-10, 1e-8, 1e-4.
 AMAX_FLOORS = (AITER_AMAX_FLOOR, 1e-10, 1e-8, 1e-4)
 SUBNORMALS = (1, 2, 3, 0x00400000, 0x007FFFFF)
@@ -38,8 +38,9 @@ UNDERFLOW = (0.1, 0.2, 1e-30, 2.0**-126)
 HUGE = (1e10, 3e38)
 # float32 bit offsets that bf16 (16 dropped bits) or fp16 (13) rounding turns into a tie
 DOUBLE_ROUNDING = (0x7FFF, -0x7FFF, 0x8000, -0x8000, 0xFFF, -0xFFF, 0x1000)
-GROUP = 32  # elements per MX block
 BINADE_EXPONENTS = (0, 1, -1, 2, -2, 8, -8, 16, -16, 64, -64, 126, 127, -125, -126, -127, -130, -140, -149)
+# |x| an identity RMSNorm carries exactly through AITER's fused RMS quantizer
+RMS_MIN, RMS_MAX = 2.0**-76, 2.0**37
 
 
 @dataclass(frozen=True)
@@ -217,145 +218,68 @@ def flags_of(x: np.ndarray) -> list[str]:
     return list(dict.fromkeys(flags))
 
 
-# ---- Hypothesis strategies ---------------------------------------------------------------
+# ---- fixed boundary arrays of the conformance suite ------------------------------------------
 
 
-def _f32_bits(value: float) -> int:
-    return int(np.float32(value).view(np.uint32))
+def element_boundaries() -> np.ndarray:
+    """Every element boundary class as float32 values (both signs)."""
+    pats: list[int] = [0, 1, 2, 0x00400000, 0x007FFFFF, F32_MAX, F32_INF, 0x3F800000 + 1]
+    for m in E2M1_MIDPOINTS + (6.0, 448.0, 464.0, 240.0, 248.0, 1.0625, 0.0009765625, 0.001953125):
+        b = bit(m)
+        pats += [b - 1, b, b + 1, b + 0x7FFF, b - 0x7FFF, b + 0x8000, b + 0xFFF]
+    pats += [int(v) for v in np.float32([0.1, 1e-30, 7.0, 8.0, 1e10, 3.0, 1.5]).view(np.uint32)]
+    pats += [p ^ SIGN for p in pats]
+    return f32(pats)
 
 
-@st.composite
-def _windows(draw, pool: Pool, others: tuple[st.SearchStrategy[int], ...], max_extra: int,
-             max_windows: int = 4, max_length: int = 64) -> list[int]:
-    # An example is a few runs of consecutive pool values, then a few values of the other
-    # strategies: a given value of a 300-value pool is in about one example in five. Drawing
-    # values one by one met it in a few percent of the examples; a subset drawn value by value
-    # met it often but made Hypothesis' shrinking slow (one choice per pool value). A run costs
-    # two choices, its length drawn first: shrinking makes it short, then moves it, down to the
-    # values that still show the difference.
-    bits = [b.bits for b in pool]
-    chosen: list[int] = []
-    for _ in range(draw(st.integers(1, max_windows))):
-        length = draw(st.integers(1, min(max_length, len(bits))))
-        start = draw(st.integers(0, len(bits) - length))
-        chosen += bits[start:start + length]
-    if others:
-        extra = st.one_of(*others)
-        chosen += [draw(extra) for _ in range(draw(st.integers(0, max_extra)))]
-    return chosen
+def element_inputs(tier: str) -> np.ndarray:
+    """The element boundaries; from the default tier on, every non-NaN bf16 pattern too."""
+    x = element_boundaries()
+    if tier == "quick":
+        return x
+    every = bf16_patterns()
+    return np.concatenate([x, f32(every[~is_nan_bits(every)])])
 
 
-def _as(dtype: type, bits_dtype: type) -> Callable[[list[int]], np.ndarray]:
-    return lambda bits: np.array(bits, dtype=np.uint64).astype(bits_dtype).view(dtype)
+def scale_blocks() -> np.ndarray:
+    """MX blocks [rows, 32]: zero, tiny, huge, non-finite and binade-edge blocks, rows spanning
+    [-amax, amax] at 1, 1.5 and just under 2 times 2^k, and blocks at every amax floor."""
+    rows = [np.zeros(GROUP, np.float32), np.full(GROUP, -0.0, np.float32), np.full(GROUP, 1e-36, np.float32),
+            f32(np.arange(1, GROUP + 1)), np.full(GROUP, np.float32(f32([F32_MAX])[0])),
+            np.linspace(-6, 6, GROUP, dtype=np.float32)]
+    for k in range(-140, 128, 7):
+        for m in (1.0, 1.5, 1.9999999):
+            amax = np.float32(m * 2.0**k)
+            rows.append((np.linspace(-1, 1, GROUP) * float(amax)).astype(np.float32))
+    bad = np.linspace(-3, 3, GROUP, dtype=np.float32)
+    bad[3] = np.inf
+    rows.append(bad)
+    for floor in AMAX_FLOORS:
+        rows.append(np.full(GROUP, floor, np.float32))
+    return np.stack(rows)
 
 
-_RANDOM_BITS = st.integers(0, 0xFFFFFFFF)
+def tie_probe() -> np.ndarray:
+    """One MX block [1, 32] whose amax is 6 (scale 2^0 under every policy): each E2M1 midpoint
+    of both signs, -0, and small values that round to zero."""
+    row = [6.0] + [s * m for m in E2M1_MIDPOINTS for s in (1.0, -1.0)] + [-0.0, -0.1, 0.1, -6.0]
+    row += [0.0] * (GROUP - len(row))
+    return f32([int(v) for v in np.float32(row).view(np.uint32)]).reshape(1, GROUP)
 
 
-def f32_arrays(pool: Pool, *others: st.SearchStrategy[int], max_extra: int = 8) -> st.SearchStrategy[np.ndarray]:
-    """1-D float32 arrays: runs of consecutive pool values, then up to ``max_extra`` values of
-    the ``others`` (bit-pattern strategies)."""
-    return _windows(pool, others, max_extra).map(_as(np.float32, np.uint32))
+def in_rms_contract(x: np.ndarray) -> np.ndarray:
+    """Zero what an identity RMSNorm cannot carry exactly (|x| below RMS_MIN or from RMS_MAX up)."""
+    mag = np.abs(x)
+    keep = np.isfinite(x) & (mag >= RMS_MIN) & (mag < RMS_MAX)
+    return np.where(keep, x, np.float32(0.0)).astype(np.float32)
 
 
-def code_arrays(codes: int) -> st.SearchStrategy[np.ndarray]:
-    """1-D uint8 arrays: runs of consecutive codes of 0..codes-1."""
-    pool = tuple(Boundary(c, "all-codes") for c in range(codes))
-    return _windows(pool, (), 0).map(lambda c: np.array(c, dtype=np.uint8))
-
-
-def _scaled(bits: list[int], exponent: int) -> np.ndarray:
-    """Boundary values times 2^exponent (finite ones; Inf and NaN keep their bits)."""
-    x = np.array(bits, dtype=np.uint64).astype(np.uint32).view(np.float32)
-    with np.errstate(over="ignore"):
-        scaled = (x.astype(np.float64) * 2.0**exponent).astype(np.float32)
-    return np.where(np.isfinite(x), scaled, x)
-
-
-@st.composite
-def _group(draw, pool: Pool, max_runs: int = 4, max_extra: int = 2) -> list[int]:
-    # 32 lanes: a fill value, then a few runs of consecutive pool values at drawn lanes, then a
-    # few values near the E2M1 range; about twenty choices a group, so shrinking stays quick
-    # (one choice per lane made it slow) and ends on a group of zeros holding the values that
-    # matter.
-    bits = [b.bits for b in pool]
-    lanes = [draw(st.sampled_from(bits))] * GROUP
-    for _ in range(draw(st.integers(0, max_runs))):
-        length = draw(st.integers(1, GROUP))
-        start = draw(st.integers(0, len(bits) - 1))
-        lane = draw(st.integers(0, GROUP - 1))
-        for j in range(length):
-            lanes[(lane + j) % GROUP] = bits[(start + j) % len(bits)]
-    for _ in range(draw(st.integers(0, max_extra))):
-        lanes[draw(st.integers(0, GROUP - 1))] = draw(st.floats(-8, 8, width=32).map(_f32_bits))
-    return lanes
-
-
-@st.composite
-def mx_blocks(draw, max_rows: int = 2, max_groups: int = 4, groups: int | None = None) -> np.ndarray:
-    """float32 [rows, 32*groups]: each group holds block-element pool values times 2^k, k drawn
-    from the binade exponents (or any exponent), so midpoints land on ties after scaling."""
-    rows = draw(st.integers(1, max_rows))
-    count = groups if groups is not None else draw(st.integers(1, max_groups))
-    pool = block_element_pool()
-    exponent = st.one_of(st.sampled_from(BINADE_EXPONENTS), st.integers(-149, 127))
-    out = []
-    for _ in range(rows * count):
-        k = draw(exponent)
-        out.append(_scaled(draw(_group(pool)), k))
-    return np.concatenate(out).reshape(rows, GROUP * count)
-
-
-def bf16_rows(max_rows: int = 2) -> st.SearchStrategy[np.ndarray]:
-    """bf16 bit patterns [rows, 128] (four MX groups): MX blocks rounded to bf16 (RNE)."""
-    return mx_blocks(max_rows=max_rows, groups=4).map(lambda x: oracle.bf16_bits(x))
-
-
-def _positive(bits: int) -> int:
-    return bits & ~SIGN
-
-
-def _positive_finite_or_inf(bits: int) -> int:
-    return (bits & ~SIGN) % F32_INF + 1  # 2^-149 .. +Inf
-
-
-# op -> the Hypothesis strategy of its positional arguments (a tuple)
-def _single(strategy: st.SearchStrategy[np.ndarray]) -> st.SearchStrategy[tuple[np.ndarray]]:
-    return strategy.map(lambda a: (a,))
-
-
-def _strategies() -> dict[str, Callable[[], st.SearchStrategy[tuple]]]:
-    near = st.floats(-8, 8, width=32).map(_f32_bits)
-    return {
-        OpName.E2M1_ENCODE: lambda: _single(f32_arrays(e2m1_pool(), near, _RANDOM_BITS)),
-        OpName.E2M1_DECODE: lambda: _single(code_arrays(16)),
-        OpName.E4M3FN_ENCODE: lambda: _single(f32_arrays(e4m3_pool("fn"), st.floats(-512, 512, width=32).map(_f32_bits),
-                                                    _RANDOM_BITS)),
-        OpName.E4M3FNUZ_ENCODE: lambda: _single(f32_arrays(e4m3_pool("fnuz"), st.floats(-256, 256, width=32).map(_f32_bits),
-                                                      _RANDOM_BITS)),
-        OpName.E4M3FN_DECODE: lambda: _single(code_arrays(256)),
-        OpName.E4M3FNUZ_DECODE: lambda: _single(code_arrays(256)),
-        OpName.BF16_ROUND: lambda: _single(f32_arrays(bf16_pool(), near, _RANDOM_BITS)),
-        OpName.E8M0_DECODE: lambda: _single(code_arrays(256)),
-        OpName.E8M0_SCALE: lambda: _single(f32_arrays(amax_pool(), st.floats(0, 2.0**-10, width=32).map(_f32_bits),
-                                                 _RANDOM_BITS.map(_positive))),
-        OpName.UE8M0_ROUND: lambda: _single(f32_arrays(ue8m0_pool(), _RANDOM_BITS.map(_positive_finite_or_inf))),
-        OpName.MX_QUANTIZE: lambda: _single(mx_blocks()),
-        OpName.FP4_INDEXER_QUANTIZE: lambda: _single(bf16_rows()),
-        OpName.FP4_INDEXER_QUANTIZE_ROWS: lambda: _single(bf16_rows()),
-    }
-
-
-COVERED_OPS: tuple[str, ...] = tuple(_strategies())
-
-
-def strategy(op: str) -> st.SearchStrategy[tuple] | None:
-    """The Hypothesis strategy of ``op``'s positional arguments, or None when no generator
-    exists for it yet."""
-    make = _strategies().get(op)
-    return make() if make else None
-
-
-__all__ = ["AMAX_FLOORS", "COVERED_OPS", "E2M1_MIDPOINTS", "E2M1_VALUES", "Boundary", "amax_pool", "bf16_pool",
-           "block_element_pool", "code_arrays", "e2m1_pool", "e4m3_pool", "f32_arrays", "flags_of", "mx_blocks",
-           "strategy", "ue8m0_pool"]
+def scale_inputs() -> np.ndarray:
+    """Positive amax values: every finite bf16 pattern, the element boundaries, every float32
+    from 2^-125 - 2^-140 up to 2^-124 (where amax / 4 rounds into the normal range), Inf, NaN."""
+    every = bf16_patterns()
+    every = every[(every & SIGN) == 0]
+    bf16 = f32(every[~is_nan_bits(every)])
+    edge = np.arange(0x01000000 - (1 << 15), 0x01000000 + 4, dtype=np.uint32).view(np.float32)
+    special = np.float32([np.inf, np.nan, 0.0])
+    return np.concatenate([bf16, np.abs(element_boundaries()), edge, special]).astype(np.float32)

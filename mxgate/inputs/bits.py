@@ -14,17 +14,9 @@ def f32(bits: list[int] | np.ndarray) -> np.ndarray:
     return np.asarray(bits, dtype=np.uint64).astype(np.uint32).view(np.float32)
 
 
-def bits(x: float | np.ndarray) -> np.ndarray:
-    return np.asarray(x, dtype=np.float32).view(np.uint32)
-
-
 def bit(x: float) -> int:
+    """The bit pattern of x rounded to float32."""
     return int(np.float32(x).view(np.uint32))
-
-
-def step(x: float, ulps: int) -> float:
-    """The float32 ``ulps`` representable values above x (below for negative ulps), x > 0."""
-    return float(f32([bit(x) + ulps])[0])
 
 
 def neighbours(x: float, ulps: tuple[int, ...] = (-1, 0, 1)) -> list[int]:
@@ -57,18 +49,3 @@ NAN_PAYLOADS = [
     0x7FC00001, 0x7FE00000, 0x7FFFFFFF, 0xFFFFFFFF,  # quiet with payloads, all ones
     0x7FA00000, 0x7F900000, 0x7FD55555, 0xFFEAAAAA,  # payloads that move the torchao bit path
 ]
-
-
-def normal(rng: np.random.Generator, size) -> np.ndarray:
-    """Roughly normal float64 samples (Irwin-Hall of 4 uniforms, unit variance).
-
-    numpy's standard_normal calls the platform's exp/log1p in its ziggurat tail, so its bits
-    could differ between machines; sums of uniforms are plain IEEE arithmetic.
-    """
-    u = rng.random(size=(4,) + (tuple(size) if isinstance(size, tuple) else (size,)))
-    return (u.sum(axis=0) - 2.0) * np.sqrt(3.0)
-
-
-def pow2_f64(k: np.ndarray) -> np.ndarray:
-    """2.0**k for integer arrays k, exactly (ldexp, not a platform exp2)."""
-    return np.ldexp(1.0, np.asarray(k, dtype=np.int64).astype(np.int32))

@@ -1,5 +1,4 @@
-"""Builders of valid inputs for vLLM PR #42908's scorers and quantizer kernels (test data, not
-semantics): dense bf16 data quantized under gfx950, scattered through the
+"""Builders of valid inputs for vLLM PR #42908's scorers and quantizer kernels: dense bf16 data quantized under gfx950, scattered through the
 ``vllm-fp4-indexer-k`` / ``aiter-fp8-kv`` layouts into block pools with gaps, POISON-filled
 unused bytes and page padding. Every array comes from ``numpy.random.Generator(PCG64(seed))``.
 """
@@ -11,12 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mxgate import oracle
-from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
-from mxgate.oracle.ops import logits_cases as lc
+from mxgate.inputs import logits
+from mxgate.inputs.samples import bf16_values, rng_for, spread_groups
+from mxgate.oracle.formats.e2m1 import MIDPOINTS
+from mxgate.oracle.geometry import GROUP, HEAD_DIM
+from mxgate.oracle import layouts
 
-GROUP = 32
-HEAD_DIM = 128
-MIDPOINTS = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], np.float32)
+MIDPOINTS_F32 = MIDPOINTS.astype(np.float32)
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Case:
 
 def _quantized(rng: np.random.Generator, shape: tuple[int, ...], spread: int) -> tuple[np.ndarray, np.ndarray]:
     """bf16 N(0, 1) data, group scales up to 2^spread apart -> (packed [..., 64], e8m0 [..., 4])."""
-    x = lc.spread_groups(rng, lc.bf16_values(rng, shape), spread)
+    x = spread_groups(rng, bf16_values(rng, shape), spread)
     return oracle.quantize_mx(np.ascontiguousarray(x, dtype=np.float32), "gfx950")
 
 
@@ -41,7 +41,7 @@ def fp4_paged_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int,
     blocks from a pool with gaps, pages of ``page_bytes`` (default block_size*132, vLLM's
     allocation) whose unused bytes stay POISON. ctx2d: a [B, next_n] context_lens as vLLM's
     varlen / MTP path passes it (each row's length drawn in [0, max_ctx])."""
-    rng = lc.rng_for(seed)
+    rng = rng_for(seed)
     B, nn, H = batch, next_n, heads
     if context_lens is None:
         context_lens = rng.integers(0, max_ctx + 1, size=(B, nn) if ctx2d else B)
@@ -50,8 +50,8 @@ def fp4_paged_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int,
     q_fp4, q_e8m0 = _quantized(rng, (B, nn, H, HEAD_DIM), spread)
     weights = (rng.standard_normal((B * nn, H)) * weight_std).astype(np.float32)
     blocks_per_seq = max(1, -(-max_ctx // block_size))
-    table, num_blocks = lc.block_pool(rng, B, blocks_per_seq)
-    layout = VllmFp4IndexerK()
+    table, num_blocks = logits.block_pool(rng, B, blocks_per_seq)
+    layout = layouts.get("vllm-fp4-indexer-k")
     pb = block_size * 132 if page_bytes is None else page_bytes
     cache = layout.new_buffer(num_blocks=num_blocks, block_size=block_size, page_bytes=pb)
     T = max(longest, 1)
@@ -72,7 +72,7 @@ def fp4_ragged_case(seed: int, rows: int, tokens: int, heads: int, *, spread: in
                     windows: str = "random") -> Case:
     """Ragged FP4 inputs: K [tokens, 64]; row windows [ks, ke) random (some empty, some reaching
     past the ends: ks < 0, ke > tokens), or "causal" (ks = 0, ke = tokens - rows + i + 1)."""
-    rng = lc.rng_for(seed)
+    rng = rng_for(seed)
     q_fp4, q_e8m0 = _quantized(rng, (rows, heads, HEAD_DIM), spread)
     k_fp4, k_e8m0 = _quantized(rng, (tokens, HEAD_DIM), spread)
     weights = rng.standard_normal((rows, heads)).astype(np.float32)
@@ -92,13 +92,13 @@ def fp4_ragged_case(seed: int, rows: int, tokens: int, heads: int, *, spread: in
 
 def fp8_paged_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int, *, block_size: int = 64,
                    ctx2d: bool = False, variant: str = "fn") -> Case:
-    """Paged FP8 inputs in the aiter-fp8-kv layout (logits_cases.fp8_decode_case), with vLLM's
+    """Paged FP8 inputs in the aiter-fp8-kv layout (mxgate.inputs.logits.fp8_decode_case), with vLLM's
     int32 tables and an optional 2-D context_lens."""
-    base = lc.fp8_decode_case(seed, batch, max_ctx, next_n, heads, block_size=block_size, variant=variant)
+    base = logits.fp8_decode_case(seed, batch, max_ctx, next_n, heads, block_size=block_size, variant=variant)
     k = base.kwargs
     ctx = k["context_lens"]
     if ctx2d:
-        rng = lc.rng_for(seed + 1)
+        rng = rng_for(seed + 1)
         ctx = (rng.random((batch, next_n)) * (ctx[:, None] + 1)).astype(np.int32)
         ctx[:, -1] = k["context_lens"]
     kwargs = dict(q_fp8=k["q_fp8"], kv_cache=k["kv_cache"], weights=k["weights"], context_lens=ctx.astype(np.int32),
@@ -114,10 +114,10 @@ def quant_rows(seed: int, rows: int, *, specials: bool = True, subnormals: bool 
     normal values below the amax floor 6*2^-126 (unless k_domain); with ``subnormals`` a group
     of bf16 subnormals; with ``specials`` (not in k_domain) NaN and +-Inf in some groups.
     k_domain keeps every value 0 or 2^-60 <= |x| < 2^36."""
-    rng = lc.rng_for(seed)
+    rng = rng_for(seed)
     x = rng.standard_normal((rows, HEAD_DIM)).astype(np.float32)
     x *= np.ldexp(np.float32(1), rng.integers(-20, 20, size=(rows, 1))).astype(np.float32)
-    pool = np.concatenate([MIDPOINTS, -MIDPOINTS, [0.0, -0.0, -0.1, 0.1, 1.0, -3.0]]).astype(np.float32)
+    pool = np.concatenate([MIDPOINTS_F32, -MIDPOINTS_F32, [0.0, -0.0, -0.1, 0.1, 1.0, -3.0]]).astype(np.float32)
     lo_k, hi_k = (-50, 30) if k_domain else ((-133, 30) if subnormals else (-120, 30))
     for r in range(rows):
         for g in range(4):

@@ -1,4 +1,5 @@
-"""Hypothesis settings profiles of the conformance suite, and which one a run uses.
+"""The Hypothesis settings of the conformance suite: three named sets (registered with
+Hypothesis, which calls them settings profiles), and which one a run uses.
 
 mxgate-ci        derandomised, no example database, no deadline, failure blob printed
 mxgate-dev       few examples, local database, no deadline, failure blob printed
@@ -33,11 +34,11 @@ _selected: str | None = None
 
 def choose(explicit_hypothesis: str | None, explicit_mxgate: str | None, tier: str,
            environ: dict[str, str] | None = None) -> str:
-    """The profile name a run uses (see the module docstring for the order)."""
+    """The name of the settings a run uses (see the module docstring for the order)."""
     env = os.environ if environ is None else environ
     for name in (explicit_hypothesis, explicit_mxgate, env.get(ENV)):
         if name:
-            settings.get_profile(name)  # raises InvalidArgument naming unknown profiles
+            settings.get_profile(name)  # raises InvalidArgument naming unknown settings
             return name
     if env.get("CI"):
         return CI
@@ -51,12 +52,12 @@ def select(name: str) -> None:
 
 
 def current() -> str:
-    """The selected profile name (mxgate-dev when no pytest session selected one)."""
+    """The name of the selected settings (mxgate-dev when no pytest session selected one)."""
     return _selected or os.environ.get(ENV) or (CI if os.environ.get("CI") else DEV)
 
 
 def suite_settings(**overrides) -> settings:
-    """Settings for a conformance test: the selected profile, with per-test overrides."""
+    """Settings for a conformance test: the selected ones, with per-test overrides."""
     return settings(settings.get_profile(current()), **overrides)
 
 
