@@ -89,7 +89,7 @@ def _load(args: argparse.Namespace) -> dict[str, object]:
                                  parse_dtype(args.input_dtype, "--input-dtype"))
     sshape = parse_shape(args.scales_shape, "--scales-shape") if args.scales_shape else None
     if args.scales:
-        kw["scales"] = _scales(args.scales, sshape, load_array)
+        kw["scales"] = _scales(args.scales, sshape)
     if args.actual_scales:
         if not args.scales:
             raise ValueError("--actual-scales needs --scales (the expected side)")
@@ -102,10 +102,11 @@ def _load(args: argparse.Namespace) -> dict[str, object]:
     return kw
 
 
-def _scales(spec: str, shape, load_array) -> object:
+def _scales(spec: str, shape: tuple[int, ...] | None) -> object:
+    """--scales: one array, or an .npz archive holding both sides as 'expected' and 'actual'."""
     from pathlib import Path
 
-    from mxgate.explain.io import load_archive
+    from mxgate.explain.io import load_archive, load_array
 
     if spec.lower().endswith(".npz"):
         arrays = load_archive(Path(spec), "--scales")

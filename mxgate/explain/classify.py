@@ -275,7 +275,7 @@ class Classifier:
         uniq, inv = _dense_unique(self._group_key, ctx.rows * ctx.groups)
         grow = uniq // ctx.groups
         ggrp = uniq - grow * ctx.groups
-        se, sa, _ = ctx.scales(grow, ggrp)
+        se, sa = ctx.scales(grow, ggrp)
         return _Groups(inv, grow, ggrp, se, sa)
 
     def _fill_fp4_context(self, t: Table) -> None:

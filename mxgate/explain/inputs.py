@@ -344,11 +344,13 @@ def _field_info(layout: layouts.Layout, f: layouts.Field, dims: dict[str, int]) 
     return FieldInfo(f.name, _kind(f), f.role, tuple(f.axes), tuple(extents), tuple(starts))
 
 
-def plain_frame(name: str, expected: np.ndarray, actual: np.ndarray, field: FieldInfo) -> Frame:
+def plain_frame(name: str, expected: np.ndarray, actual: np.ndarray, field: FieldInfo,
+                dims: dict[str, int] | None = None) -> Frame:
     """A Frame over one row-major array of ``field`` (no layout): the plain packed rows, or
-    both sides' e8m0 bytes of a scales argument in their logical shape."""
+    both sides' e8m0 bytes of a scales argument in their logical shape. ``dims`` (default:
+    the field's axes and extents) is what the report shows."""
     shape = field.row_extents + (field.width // 2 if field.kind == FP4 else field.width,)
-    dims = dict(zip(field.axes, field.extents))
+    dims = dict(zip(field.axes, field.extents)) if dims is None else dims
     return Frame(name, None, dims, shape, np.ascontiguousarray(expected).reshape(-1),
                  np.ascontiguousarray(actual).reshape(-1), (field,))
 
@@ -365,8 +367,6 @@ def build_frame(expected: np.ndarray, actual: np.ndarray, layout: object,
         layout = layout.name
     if not isinstance(layout, str):
         raise TypeError(f"layout must be a layout name, got {type(layout).__name__}")
-    flat_e = np.ascontiguousarray(expected).reshape(-1)
-    flat_a = np.ascontiguousarray(actual).reshape(-1)
     if layout == PLAIN and expected.ndim == 2:
         if dims:
             raise ValueError("dims: the plain packed-row form takes no dims")
@@ -375,15 +375,16 @@ def build_frame(expected: np.ndarray, actual: np.ndarray, layout: object,
             raise ValueError(f"expected: a plain packed row must hold a multiple of {GROUP} "
                              f"codes (N/2 a multiple of {GROUP // 2}), got N/2 = {half}")
         info = FieldInfo("packed", FP4, layouts.DATA, ("row", "dim"), (rows, half * 2), (0, 0))
-        return Frame(PLAIN, None, {"rows": rows, "n": half * 2}, expected.shape, flat_e,
-                     flat_a, (info,))
+        return plain_frame(PLAIN, expected, actual, info, {"rows": rows, "n": half * 2})
     try:
         lay = layouts.get(layout)
     except ValueError as exc:
         raise ValueError(f"layout: {exc}") from None
     resolved = infer_dims(lay, expected.shape, dims)
     infos = tuple(_field_info(lay, f, resolved) for f in lay.fields + lay.pads)
-    return Frame(lay.name, lay, resolved, expected.shape, flat_e, flat_a, infos)
+    return Frame(lay.name, lay, resolved, expected.shape,
+                 np.ascontiguousarray(expected).reshape(-1),
+                 np.ascontiguousarray(actual).reshape(-1), infos)
 
 
 # ---- Context: what is known besides the buffers ---------------------------------------------
@@ -419,16 +420,15 @@ class Context:
         cols = groups[:, None] * GROUP + np.arange(GROUP)
         return self.x[in_rows[:, None], cols]
 
-    def scales(self, rows: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(expected, actual, expected_derived) e8m0 per (row, group); -1 where unknown.
+    def scales(self, rows: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(expected, actual) e8m0 per (row, group); -1 where unknown.
 
         Without a known expected scale, the input (when it covers the row) gives it under the
-        profile: that one is flagged as derived.
+        profile.
         """
         n = np.size(rows)
         se = np.full(n, -1, np.int16)
         sa = np.full(n, -1, np.int16)
-        derived = np.zeros(n, bool)
         if self.exp_scales is not None:
             se[:] = self.exp_scales[rows, groups]
         elif self.has_input:
@@ -436,10 +436,9 @@ class Context:
             ok = np.flatnonzero(ir >= 0)
             if ok.size:
                 se[ok] = self.derive(ir[ok], groups[ok], self.profile)
-                derived[ok] = True
         if self.act_scales is not None:
             sa[:] = self.act_scales[rows, groups]
-        return se, sa, derived
+        return se, sa
 
     def derive(self, in_rows: np.ndarray, groups: np.ndarray, profile: object) -> np.ndarray:
         """e8m0 the profile computes for (input row, group) pairs (the oracle's own

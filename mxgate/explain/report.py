@@ -43,7 +43,7 @@ class Report:
 
     def __init__(self, frame: Frame, ctx: Context, table: Table,
                  matches: dict[str, object] | None, scale_part: ScalePart | None = None) -> None:
-        self._frame, self._ctx, self._table = frame, ctx, table
+        self._frame, self._table = frame, table
         self._scale_part = scale_part
         hist = np.bincount(table.cls, minlength=len(COUNT_KEYS))
         if scale_part is not None:  # differing bytes of the scales argument are units too
