@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mxgate.inputs.strategies import slot_sets, token_masks
 from mxgate.oracle import layouts
 from mxgate.oracle.layouts import DATA, POISON, SCALE, UNWRITTEN, ZERO_PAD
 
@@ -380,25 +381,6 @@ def test_int32_word_byte_order() -> None:
 
 
 # ---- scatter / gather, poison ----------------------------------------------------------------
-
-
-@st.composite
-def slot_sets(draw: st.DrawFn, num_slots: int) -> np.ndarray:
-    """Distinct slots in any order (so out of order inside a block, several per block), with
-    negative slots (mostly -1) mixed in."""
-    n_valid = draw(st.integers(0, min(num_slots, 48)))
-    chosen = draw(st.permutations(range(num_slots)))[:n_valid]
-    negatives = draw(st.lists(st.sampled_from([-1, -1, -1, -2, -64]), max_size=6))
-    return np.array(draw(st.permutations(chosen + negatives)), dtype=np.int64)
-
-
-@st.composite
-def token_masks(draw: st.DrawFn, num_tokens: int) -> np.ndarray | None:
-    """Per-token slots for the q layouts (only their sign matters), or None (all rows)."""
-    if draw(st.booleans()):
-        return None
-    return np.array(draw(st.lists(st.sampled_from([-1, 0, 5, 130]), min_size=num_tokens,
-                                  max_size=num_tokens)), dtype=np.int64)
 
 
 def _roundtrip(name: str, slots: np.ndarray | None, seed: int) -> None:

@@ -197,6 +197,28 @@ def rms_blocks(draw) -> np.ndarray:
     return in_rms_contract((np.array(values, np.float64) * 2.0**scale).astype(np.float32).reshape(1, -1))
 
 
+# ---- slots of the cache layouts --------------------------------------------------------------
+
+
+@st.composite
+def slot_sets(draw, num_slots: int) -> np.ndarray:
+    """Distinct slots in any order (so out of order inside a block, several per block), with
+    negative slots (mostly -1) mixed in."""
+    n_valid = draw(st.integers(0, min(num_slots, 48)))
+    chosen = draw(st.permutations(range(num_slots)))[:n_valid]
+    negatives = draw(st.lists(st.sampled_from([-1, -1, -1, -2, -64]), max_size=6))
+    return np.array(draw(st.permutations(chosen + negatives)), dtype=np.int64)
+
+
+@st.composite
+def token_masks(draw, num_tokens: int) -> np.ndarray | None:
+    """Per-token slots for the q layouts (only their sign matters), or None (all rows)."""
+    if draw(st.booleans()):
+        return None
+    return np.array(draw(st.lists(st.sampled_from([-1, 0, 5, 130]), min_size=num_tokens,
+                                  max_size=num_tokens)), dtype=np.int64)
+
+
 # ---- scorer shapes ---------------------------------------------------------------------------
 
 DECODE_LENGTHS = st.sampled_from([0, 1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 300])
