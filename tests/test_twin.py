@@ -711,6 +711,21 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
 
 
 @pytest.mark.gpu
+def test_gpu_binade_table_is_the_step_table_on_every_amax() -> None:
+    """The fused kernel's one-gather lookup against the step table (itself checked against the
+    oracle on every pattern above), on all 2^31 non-negative patterns, for every profile."""
+    from mxgate.twin.sweep import patterns
+
+    count = 1 << GPU_CHUNK_BITS
+    for name in PROFILES:
+        for index in _chunk_indices(31):
+            u = patterns(index << GPU_CHUNK_BITS, count, torch.device(GPU_DEVICE))
+            by_binade = scale_table.scale_from_binades(u, name)
+            assert by_binade is not None, f"{name}: a binade holds two steps (the kernel would bisect)"
+            assert torch.equal(by_binade, scale_table.scale_from_table(u, name)), f"{name} chunk {index}"
+
+
+@pytest.mark.gpu
 def test_gpu_fused_quantize_compiled() -> None:
     reason = _fused_unavailable(GPU_DEVICE)
     if reason:

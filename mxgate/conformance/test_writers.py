@@ -15,6 +15,8 @@ import pytest
 from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles
+from mxgate.oracle.formats.e2m1 import MIDPOINTS
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK
 from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, Verdict, compare_arrays, combine
 
 SEED = 20261129
@@ -27,19 +29,19 @@ def _k_rows(seed: int, rows: int, plant_ties: bool) -> np.ndarray:
     """bf16 bit patterns [rows, 128]: N(0, 1) scaled per row by 2^[-6, 6), optionally with
     exact E2M1 midpoints and -0 planted (values whose rounding separates the profiles)."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    x = rng.standard_normal((rows, 128)).astype(np.float32) * np.exp2(rng.integers(-6, 6, (rows, 1))).astype(np.float32)
+    x = rng.standard_normal((rows, HEAD_DIM)).astype(np.float32) * np.exp2(rng.integers(-6, 6, (rows, 1))).astype(np.float32)
     if plant_ties:
-        mids = np.float32([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.0, -0.01])
-        planted = rng.choice(mids, size=(rows, 128)) * np.where(rng.random((rows, 128)) < 0.5, -1, 1)
-        x = np.where(rng.random((rows, 128)) < 0.3, planted.astype(np.float32), x)
-        x[:, ::32] = 6.0  # every group's amax is 6: scale 1, so planted values sit on midpoints
+        mids = np.float32([*MIDPOINTS, -0.0, -0.01])
+        planted = rng.choice(mids, size=(rows, HEAD_DIM)) * np.where(rng.random((rows, HEAD_DIM)) < 0.5, -1, 1)
+        x = np.where(rng.random((rows, HEAD_DIM)) < 0.3, planted.astype(np.float32), x)
+        x[:, ::GROUP] = 6.0  # every group's amax is 6: scale 1, so planted values sit on midpoints
     return oracle.bf16_bits(x)
 
 
 def _slots(seed: int, rows: int) -> np.ndarray:
     # Out of order inside blocks, blocks repeated and skipped, unique (the kernels race otherwise).
     rng = np.random.Generator(np.random.PCG64(seed + 1))
-    return rng.permutation(BLOCKS * 64)[:rows].astype(np.int64)
+    return rng.permutation(BLOCKS * KV_BLOCK)[:rows].astype(np.int64)
 
 
 def _buffers(op: str) -> tuple[np.ndarray, ...]:

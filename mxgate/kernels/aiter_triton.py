@@ -31,9 +31,9 @@ from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.oracle.geometry import GROUP
 
 DEVICES = ("cpu", "cuda")
-GROUP = 32
 QUANT_PROFILE = "aiter-even"
 SCORER_PROFILE = "gfx950"  # e4m3fn decoding only
 FUSED_FLATTEN = OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT

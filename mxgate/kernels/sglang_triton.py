@@ -18,12 +18,8 @@ import numpy as np
 from mxgate.op_table import OpName
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 from mxgate.kernels import sglang_loader as loader
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 
-HEAD_DIM = 128
-ROW_BYTES = 64
-GROUPS = 4
-SLOT_BYTES = ROW_BYTES + GROUPS  # one 68-byte page slot
-KV_BLOCK = 64  # the split writer's page size (_KV_BLOCK_SIZE)
 ROWS_BLOCK_M = 8  # rows per program of the multi-row quantizer, as sglang launches it
 DEVICES = ("cpu", "cuda")
 
@@ -154,7 +150,7 @@ class SglangTritonBackend(Backend):
                 grid = (-(-rows // ROWS_BLOCK_M),)
                 k.quant._quantize_fp4_indexer_rows[grid](
                     x, packed, words, rows, ROWS_BLOCK_M,
-                    BLOCK_N=HEAD_DIM, GROUP_N=32, RNE=self.rne, num_warps=4,
+                    BLOCK_N=HEAD_DIM, GROUP_N=GROUP, RNE=self.rne, num_warps=4,
                 )
             return _unpack_rows(packed, words, bits.shape[:-1])
 
@@ -208,9 +204,9 @@ class SglangTritonBackend(Backend):
         payload = _uint8(kv_cache, "kv_cache", ndim=5)
         scale = _uint8(kv_scale, "kv_scale", ndim=4)
         nb = payload.shape[0]
-        if payload.shape[1:] != (1, GROUPS, KV_BLOCK, 16):
+        if payload.shape[1:] != (1, ROW_GROUPS, KV_BLOCK, 16):
             raise ValueError(f"kv_cache must have shape [num_blocks, 1, 4, 64, 16], got {payload.shape}")
-        if scale.shape != (nb, 1, GROUPS, KV_BLOCK):
+        if scale.shape != (nb, 1, ROW_GROUPS, KV_BLOCK):
             raise ValueError(f"kv_scale must have shape [{nb}, 1, 4, 64] to match kv_cache, got {scale.shape}")
         idx = _slots(slots, "slots", rows=bits.shape[0], limit=nb * KV_BLOCK, unique=True)
         k = self.kernels()
@@ -425,9 +421,9 @@ def _slots(x: object, name: str, *, limit: int, rows: int | None = None, unique:
 
 def _page_size(buf: np.ndarray, name: str = "cache") -> int:
     width = buf.shape[1]
-    if width == 0 or width % SLOT_BYTES:
+    if width == 0 or width % TOKEN_BYTES:
         raise ValueError(f"{name} must be [pages, page_size*68] with page_size > 0, got shape {buf.shape}")
-    return width // SLOT_BYTES
+    return width // TOKEN_BYTES
 
 
 def _freqs(freqs: object, rope_dim: int) -> np.ndarray:
@@ -459,6 +455,6 @@ def _query(q_bf16: np.ndarray, weights_bf16: np.ndarray) -> tuple[np.ndarray, np
 def _unpack_rows(packed: Any, words: Any, lead: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """sglang's (int8 [n, 64], int32 [n] with group g in byte g) -> uint8 arrays [..., 64], [..., 4]."""
     p = packed.cpu().numpy().view(np.uint8).reshape(*lead, ROW_BYTES)
-    w = words.cpu().numpy().astype("<i4").view(np.uint8).reshape(*lead, GROUPS)
+    w = words.cpu().numpy().astype("<i4").view(np.uint8).reshape(*lead, ROW_GROUPS)
     return p.copy(), w.copy()
 

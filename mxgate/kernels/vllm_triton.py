@@ -26,13 +26,10 @@ import numpy as np
 from mxgate.op_table import OpName
 from mxgate.kernels import sources, vllm_loader as loader
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROPE_DIM, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.ops.quant_vllm import PROFILE_NAME as QUANT_PROFILE, check_k_domain  # registers vllm-rocm
 
 DEVICES = ("cpu", "cuda")
-HEAD_DIM = 128
-PACKED = HEAD_DIM // 2
-GROUPS = HEAD_DIM // 32
-TOKEN_BYTES = PACKED + GROUPS  # 68
 
 FP4_PAGED = OpName.VLLM_FP4_PAGED_MQA_LOGITS
 FP4_RAGGED = OpName.VLLM_FP4_MQA_LOGITS
@@ -245,7 +242,7 @@ class VllmTritonBackend(Backend):
                 torch.zeros(T, dtype=torch.int64, device=self.device), self._bf16(bits),
                 cos_sin.to(self.device), self._f32(weights, "weights"), float(softmax_scale), float(head_scale),
                 use_fp4=True)
-            e8m0 = scales.cpu().numpy().astype("<i4").view(np.uint8).reshape(bits.shape[:2] + (GROUPS,))
+            e8m0 = scales.cpu().numpy().astype("<i4").view(np.uint8).reshape(bits.shape[:2] + (ROW_GROUPS,))
             return packed.cpu().numpy(), e8m0.copy(), w_out.cpu().numpy()
 
     def k_store(self, k_bf16: np.ndarray, slots: np.ndarray, cache: np.ndarray, *,
@@ -288,7 +285,7 @@ class VllmTritonBackend(Backend):
                 cos_sin, cos_sin.stride(0),
                 out, self._tensor(s), bs,
                 HEAD_SIZE=HEAD_DIM, TRITON_BLOCK_SIZE=HEAD_DIM, STATE_WIDTH=HEAD_DIM, COMPRESS_RATIO=1, OVERLAP=0,
-                ROPE_HEAD_DIM=64, FP8_MAX=448.0, QUANT_BLOCK=32, TOKEN_STRIDE=PACKED, SCALE_DIM=GROUPS,
+                ROPE_HEAD_DIM=ROPE_DIM, FP8_MAX=448.0, QUANT_BLOCK=GROUP, TOKEN_STRIDE=ROW_BYTES, SCALE_DIM=ROW_GROUPS,
                 KV_BLOCK_STRIDE=buf.shape[1], num_warps=1)
             return out.cpu().numpy()
 
@@ -319,7 +316,7 @@ class VllmTritonBackend(Backend):
         torch = _torch()
         p = _array(packed, name, np.uint8, ndim=ndim)
         e = _array(e8m0, f"{name} scales", np.uint8, ndim=ndim)
-        if p.shape[-1] != PACKED or e.shape != p.shape[:-1] + (GROUPS,):
+        if p.shape[-1] != ROW_BYTES or e.shape != p.shape[:-1] + (ROW_GROUPS,):
             raise ValueError(f"{name} must be [..., 64] with e8m0 [..., 4] over the same leading shape, "
                              f"got {p.shape} and {e.shape}")
         words = np.ascontiguousarray(e).view("<i4")[..., 0].astype(np.int32)

@@ -13,12 +13,18 @@ from numbers import Real
 
 import numpy as np
 
-try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed.
+try:  # ml_dtypes is optional: bf16 and float8 arrays are accepted when it is installed.
     import ml_dtypes
 
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
+    BF16: np.dtype | None = np.dtype(ml_dtypes.bfloat16)
+    ONE_BYTE_FLOATS: tuple[np.dtype, ...] = tuple(
+        np.dtype(getattr(ml_dtypes, n))
+        for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+        if hasattr(ml_dtypes, n)
+    )
 except ImportError:  # pragma: no cover - exercised only without ml_dtypes
-    _BF16 = None
+    BF16 = None
+    ONE_BYTE_FLOATS = ()
 
 MAX_BYTES = 1 << 47
 """Largest array the oracle allocates from a caller's sizes: the user address space of x86-64
@@ -39,7 +45,7 @@ def as_float32(x: object, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a numpy array of float32 (or bfloat16/float16), got {type(x).__name__}")
     if x.dtype == np.float32:
         return x
-    if x.dtype == np.float16 or (_BF16 is not None and x.dtype == _BF16):
+    if x.dtype == np.float16 or (BF16 is not None and x.dtype == BF16):
         return x.astype(np.float32)
     raise TypeError(
         f"{name} must have dtype float32, bfloat16 or float16, got {x.dtype}; "
@@ -64,6 +70,13 @@ def _exact_float32(x: float | int, name: str) -> np.float32:
     if float(value) != x:
         raise refused
     return value
+
+
+def as_array(x: object, name: str) -> np.ndarray:
+    """x itself when it is a NumPy array (its dtype is the caller's next check)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
+    return x
 
 
 def as_uint8(x: object, name: str) -> np.ndarray:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-SIGN32 = np.uint32(0x80000000)
 ABS32 = np.uint32(0x7FFFFFFF)
 EXP32 = np.uint32(0x7F800000)
 MANT32 = np.uint32(0x007FFFFF)
@@ -14,15 +13,6 @@ def f32_bits(x: np.ndarray) -> np.ndarray:
     """The uint32 bit patterns of a float32 array (a view, no copy)."""
     # np.require keeps 0-d arrays 0-d (ascontiguousarray would make them 1-d)
     return np.require(x, dtype=np.float32, requirements="C").view(np.uint32)
-
-
-def bits_f32(u: np.ndarray) -> np.ndarray:
-    """float32 values from uint32 bit patterns (a view, no copy)."""
-    return np.require(u, dtype=np.uint32, requirements="C").view(np.float32)
-
-
-def f32_from_bits(value: int) -> np.float32:
-    return np.array([value], dtype=np.uint32).view(np.float32)[0]
 
 
 def pow2_f32(exponent: np.ndarray) -> np.ndarray:

@@ -271,13 +271,6 @@ def round_bf16(x_bits: int, profile: str | Profile | None = None) -> int:
     return (sign << 15) | (field << 7) | (sig - (1 << 7))
 
 
-def bf16_to_f32_bits(b: int) -> int:
-    """bf16 is the top half of a float32."""
-    if not 0 <= b <= 0xFFFF:
-        raise ValueError(f"bf16 bits must lie in [0, 0xFFFF], got {b:#x}")
-    return b << 16
-
-
 # ---------------------------------------------------------------------------------------------
 # E2M1
 # ---------------------------------------------------------------------------------------------

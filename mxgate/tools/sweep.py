@@ -26,7 +26,6 @@ from mxgate.tools.progress import Progress
 CHUNK_BITS = 24
 TOTAL = 1 << 32
 AGAINST = ("exact-table", "ml_dtypes")
-_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 _NAN_PAYLOAD_STEPS = (0x7F800001, 0x7FA00000, 0x7FA00001, 0x7FC00000, 0x7FC00001, 0x7FE00000, 0x7FE00001)
 
 
@@ -57,7 +56,7 @@ def breakpoints(profile: str) -> tuple[np.ndarray, np.ndarray]:
 
     p = profiles.get(profile)
     candidates = {0, 1, 0x7F800000}
-    for m in _MIDPOINTS:
+    for m in e2m1.MIDPOINTS.tolist():
         bits = int(np.float32(m).view(np.uint32))
         candidates.update((bits, bits + 1))
     candidates.update(_NAN_PAYLOAD_STEPS)

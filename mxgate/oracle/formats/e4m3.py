@@ -16,6 +16,9 @@ from mxgate.oracle.rounding import classify, lookup
 
 _KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
 SATURATE_MODES = (False, True, "satfinite")
+# Profile.fp8_overflow -> the encoder's ``saturate`` argument (nan: AMD hardware and ml_dtypes;
+# saturate: to +-max; satfinite: NVIDIA's cvt.rn.satfinite, every NaN 0x7F)
+SATURATE_OF_OVERFLOW: dict[str, bool | str] = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 VARIANTS = ("fn", "fnuz")
 
 

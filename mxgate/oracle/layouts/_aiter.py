@@ -15,10 +15,7 @@ from mxgate.oracle.layouts._core import (
     _View,
     reshape_view,
 )
-
-KV_BLOCK = 64  # the FP4 cache's page: 64 tokens, scale interleave 16 x 4
-GROUP = 32
-TILE_K = 128  # dims per k_tile
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, TILE_K
 
 
 def _check_head_dim(d: Dims) -> None:
@@ -57,7 +54,7 @@ class AiterFp4Q(Layout):
     shape_doc = "[num_tokens, num_heads, head_dim/2]"
     fields = (_packed(("token", "head", "dim"),
                       "packed E2M1 codes [T, H, head_dim/2] as quantize_mx returns them"),)
-    dim_defaults = {"num_tokens": None, "num_heads": None, "head_dim": 128}
+    dim_defaults = {"num_tokens": None, "num_heads": None, "head_dim": HEAD_DIM}
     slot_rule = "row_mask"
     notes = ("tokens whose slot is < 0 are not written (unless compute_all_q_rope, where the "
              "caller passes slots=None)",)
@@ -102,7 +99,7 @@ class AiterFp4QScale(Layout):
                     "e8m0 scale bytes [T, H, head_dim/32]"),)
     pads = (Field("pad", ZERO_PAD, ("token", "head", "group"), "byte", np.dtype(np.uint8),
                   "padding heads H <= h < 16*QS_PAD: written as 0 for every written token"),)
-    dim_defaults = {"num_tokens": None, "num_heads": None, "head_dim": 128}
+    dim_defaults = {"num_tokens": None, "num_heads": None, "head_dim": HEAD_DIM}
     slot_rule = "row_mask"
     notes = ("num_heads cannot be read off the buffer (QS_PAD pads it): gather needs "
              "num_heads=", "a padding byte of 127 (1.0) instead of 0 is a known bug class "
@@ -153,7 +150,7 @@ class AiterFp4QScale(Layout):
 class _AiterKvBlocks(Layout):
     """What the FP4 K cache and its scale buffer share: 64-slot blocks of k_tiles tiles."""
 
-    dim_defaults = {"num_blocks": None, "head_dim": 128, "block_size": KV_BLOCK}
+    dim_defaults = {"num_blocks": None, "head_dim": HEAD_DIM, "block_size": KV_BLOCK}
     _ndim = 0  # rank of the buffer, to recognise it from a shape
 
     def _derive(self, d: Dims) -> Dims:
@@ -244,7 +241,7 @@ class AiterFp8Kv(Layout):
                     "fp8 codes [n, head_dim] per token row"),
               Field("scale", SCALE, ("slot",), "f32le", np.dtype(np.float32),
                     "per-token float32 scale [n], stored little-endian"))
-    dim_defaults = {"num_blocks": None, "block_size": None, "head_dim": 128}
+    dim_defaults = {"num_blocks": None, "block_size": None, "head_dim": HEAD_DIM}
     notes = ("the buffer is a flat byte run per block, not [block, row, 132] rows: reading it "
              "token-interleaved is BUGS 25",)
     preshuffle = False

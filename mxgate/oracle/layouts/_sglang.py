@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mxgate.oracle.geometry import KV_BLOCK, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field, Layout, _View, reshape_view
 
-ROW = 64  # packed bytes per token (head_dim 128)
-GROUPS = 4  # e8m0 bytes per token
-SLOT_BYTES = ROW + GROUPS  # 68
-KV_BLOCK = 64  # page8: slots per AITER page (the buffers' shape)
 PAGE8 = 8  # page8: slots per flat page
-PAGE8_PAYLOAD = PAGE8 * ROW  # 512 payload bytes per flat page
-PAGE8_SCALE = PAGE8 * GROUPS  # 32 scale bytes per flat page
+PAGE8_PAYLOAD = PAGE8 * ROW_BYTES  # 512 payload bytes per flat page
+PAGE8_SCALE = PAGE8 * ROW_GROUPS  # 32 scale bytes per flat page
 
 
 def _packed(axis: str) -> Field:
@@ -36,8 +33,8 @@ def e8m0_to_word(e8m0: np.ndarray) -> np.ndarray:
     """e8m0 bytes [rows, 4] -> int32 words [rows], byte g in bits 8g..8g+7 (little-endian)."""
     if not isinstance(e8m0, np.ndarray) or e8m0.dtype != np.uint8:
         raise TypeError("e8m0 must be a uint8 numpy array")
-    if e8m0.ndim < 1 or e8m0.shape[-1] != GROUPS:
-        raise ValueError(f"e8m0 must have a last axis of {GROUPS}, got shape {e8m0.shape}")
+    if e8m0.ndim < 1 or e8m0.shape[-1] != ROW_GROUPS:
+        raise ValueError(f"e8m0 must have a last axis of {ROW_GROUPS}, got shape {e8m0.shape}")
     return np.ascontiguousarray(e8m0).view("<i4")[..., 0].astype(np.int32)
 
 
@@ -64,32 +61,32 @@ class SglangPage68(Layout):
         return d
 
     def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_pages"], d["page_size"] * SLOT_BYTES)
+        return (d["num_pages"], d["page_size"] * TOKEN_BYTES)
 
     def _num_slots(self, d: Dims) -> int:
         return d["num_pages"] * d["page_size"]
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW if field == "packed" else GROUPS))
+        return ((0, self._num_slots(d)), (0, ROW_BYTES if field == "packed" else ROW_GROUPS))
 
     def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
         psz = d["page_size"]
         page, o = c[0] // psz, c[0] % psz
-        base = page * psz * SLOT_BYTES
+        base = page * psz * TOKEN_BYTES
         if field == "packed":
-            return base + o * ROW + c[1]
-        return base + psz * ROW + o * GROUPS + c[1]
+            return base + o * ROW_BYTES + c[1]
+        return base + psz * ROW_BYTES + o * ROW_GROUPS + c[1]
 
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
         n, psz = d["num_pages"], d["page_size"]
-        packed = reshape_view(buf[:, :psz * ROW], (n, psz, ROW))
-        e8m0 = reshape_view(buf[:, psz * ROW:], (n, psz, GROUPS))
+        packed = reshape_view(buf[:, :psz * ROW_BYTES], (n, psz, ROW_BYTES))
+        e8m0 = reshape_view(buf[:, psz * ROW_BYTES:], (n, psz, ROW_GROUPS))
         return {"packed": _View(packed, (n, psz)), "e8m0": _View(e8m0, (n, psz))}
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
-        if len(shape) != 2 or shape[1] % SLOT_BYTES:
+        if len(shape) != 2 or shape[1] % TOKEN_BYTES:
             return {}
-        return {"num_pages": shape[0], "page_size": shape[1] // SLOT_BYTES}
+        return {"num_pages": shape[0], "page_size": shape[1] // TOKEN_BYTES}
 
     def _formulas(self) -> dict[str, str]:
         return {"packed": "[page, o*64 + d//2], nibble d & 1; page = slot//P, o = slot%P",
@@ -114,31 +111,31 @@ class PackedRow(Layout):
         return d
 
     def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_rows"] * SLOT_BYTES,)
+        return (d["num_rows"] * TOKEN_BYTES,)
 
     def _num_slots(self, d: Dims) -> int:
         return d["num_rows"]
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
         if field == "packed":
-            return ((0, d["num_rows"]), (0, ROW))
+            return ((0, d["num_rows"]), (0, ROW_BYTES))
         return ((0, d["num_rows"]),)
 
     def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
         if field == "packed":
-            return c[0] * ROW + c[1]
-        return d["num_rows"] * ROW + 4 * c[0]
+            return c[0] * ROW_BYTES + c[1]
+        return d["num_rows"] * ROW_BYTES + 4 * c[0]
 
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
         rows = d["num_rows"]
-        packed = reshape_view(buf[:rows * ROW], (rows, ROW))
-        words = reshape_view(buf[rows * ROW:], (rows, 4))
+        packed = reshape_view(buf[:rows * ROW_BYTES], (rows, ROW_BYTES))
+        words = reshape_view(buf[rows * ROW_BYTES:], (rows, 4))
         return {"packed": _View(packed, (rows,)), "scale": _View(words, (rows,))}
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
-        if len(shape) != 1 or shape[0] % SLOT_BYTES:
+        if len(shape) != 1 or shape[0] % TOKEN_BYTES:
             return {}
-        return {"num_rows": shape[0] // SLOT_BYTES}
+        return {"num_rows": shape[0] // TOKEN_BYTES}
 
     def _formulas(self) -> dict[str, str]:
         return {"packed": "row*64 + d//2, nibble d & 1",
@@ -197,22 +194,22 @@ class SglangPage8(_SglangPage8Base):
              "same shape as aiter-fp4-kv, different placement: page8 off writes aiter-fp4-kv")
 
     def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_pages"], 1, GROUPS, KV_BLOCK, 16)
+        return (d["num_pages"], 1, ROW_GROUPS, KV_BLOCK, 16)
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW))
+        return ((0, self._num_slots(d)), (0, ROW_BYTES))
 
     def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
         # packed byte k = g*16 + j (g = d//32, j = (d%32)//2)
         s, k = c
         page8, t = s // PAGE8, s % PAGE8
         g, j = k // 16, k % 16
-        return page8 * PAGE8_PAYLOAD + ((t % 4) * GROUPS + g) * 32 + (t // 4) * 16 + j
+        return page8 * PAGE8_PAYLOAD + ((t % 4) * ROW_GROUPS + g) * 32 + (t // 4) * 16 + j
 
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
         pages8 = d["num_pages"] * (KV_BLOCK // PAGE8)
         # flat [page8, t%4, g, t//4, j] -> (page8, t//4, t%4, g, j): slot digits then row bytes
-        flat = reshape_view(buf, (pages8, 4, GROUPS, 2, 16))
+        flat = reshape_view(buf, (pages8, 4, ROW_GROUPS, 2, 16))
         return {"packed": _View(flat.transpose(0, 3, 1, 2, 4), (pages8, 2, 4))}
 
     def _formulas(self) -> dict[str, str]:
@@ -238,10 +235,10 @@ class SglangPage8Scale(_SglangPage8Base):
              "same shape as aiter-fp4-kv-scale, different placement")
 
     def _shape(self, d: Dims) -> tuple[int, ...]:
-        return (d["num_pages"], 1, GROUPS, KV_BLOCK)
+        return (d["num_pages"], 1, ROW_GROUPS, KV_BLOCK)
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, GROUPS))
+        return ((0, self._num_slots(d)), (0, ROW_GROUPS))
 
     def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
         s, g = c
@@ -250,7 +247,7 @@ class SglangPage8Scale(_SglangPage8Base):
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
         pages8 = d["num_pages"] * (KV_BLOCK // PAGE8)
         # flat [page8, g, t] -> (page8, t, g)
-        flat = reshape_view(buf, (pages8, GROUPS, PAGE8))
+        flat = reshape_view(buf, (pages8, ROW_GROUPS, PAGE8))
         return {"e8m0": _View(flat.transpose(0, 2, 1), (pages8, PAGE8))}
 
     def _formulas(self) -> dict[str, str]:

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mxgate.oracle.geometry import ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field, Layout, _View, reshape_view
 
-ROW = 64  # packed bytes per token (head_dim 128)
-GROUPS = 4  # e8m0 bytes per token
-TOKEN_BYTES = ROW + GROUPS  # 68 bytes of a page per token
 ALLOCATED_WIDTH = 132  # vLLM's per-token allocation (the FP8 cache width)
 
 
@@ -70,20 +68,20 @@ class VllmFp4IndexerK(Layout):
         return d["num_blocks"] * d["block_size"]
 
     def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW if field == "packed" else GROUPS))
+        return ((0, self._num_slots(d)), (0, ROW_BYTES if field == "packed" else ROW_GROUPS))
 
     def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
         bs = d["block_size"]
         block, pos = c[0] // bs, c[0] % bs
         base = block * d["page_bytes"]
         if field == "packed":
-            return base + pos * ROW + c[1]
-        return base + bs * ROW + pos * GROUPS + c[1]
+            return base + pos * ROW_BYTES + c[1]
+        return base + bs * ROW_BYTES + pos * ROW_GROUPS + c[1]
 
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
         n, bs = d["num_blocks"], d["block_size"]
-        packed = reshape_view(buf[:, :bs * ROW], (n, bs, ROW))
-        e8m0 = reshape_view(buf[:, bs * ROW:bs * TOKEN_BYTES], (n, bs, GROUPS))
+        packed = reshape_view(buf[:, :bs * ROW_BYTES], (n, bs, ROW_BYTES))
+        e8m0 = reshape_view(buf[:, bs * ROW_BYTES:bs * TOKEN_BYTES], (n, bs, ROW_GROUPS))
         return {"packed": _View(packed, (n, bs)), "e8m0": _View(e8m0, (n, bs))}
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:

@@ -35,10 +35,9 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats.bf16 import bf16_to_f32
 from mxgate.oracle.formats.e2m1 import e8m0_divisor_reciprocals, encode_e2m1
-from mxgate.oracle.ops.frontend import HEAD_DIM, ROPE_DIM
+from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM, ROW_BYTES, ROW_GROUPS
 from mxgate.oracle.scales import e8m0_scale
 
-GROUPS = HEAD_DIM // 32
 _U16 = np.uint32(16)
 _TINY, _HUGE = np.float32(2.0**-63), np.float32(2.0**63)
 
@@ -95,14 +94,14 @@ class _Workspace:
         self.sin = np.empty((quads // 2, rows, 4), dtype=np.float32)
         self.bits = np.empty((quads // 2, rows, 4), dtype=np.uint32)
         self.rope_bits = np.empty((rows, ROPE_DIM), dtype=np.uint16)
-        self.high = np.empty((GROUPS, rows * 4), dtype=np.float32)
-        self.low = np.empty((GROUPS, rows * 4), dtype=np.float32)
-        self.factor = np.empty((GROUPS, rows, 4), dtype=np.float32)
+        self.high = np.empty((ROW_GROUPS, rows * 4), dtype=np.float32)
+        self.low = np.empty((ROW_GROUPS, rows * 4), dtype=np.float32)
+        self.factor = np.empty((ROW_GROUPS, rows, 4), dtype=np.float32)
         self.absbits = np.empty((quads, rows, 4), dtype=np.uint32)
-        self.amax2 = np.empty((GROUPS, rows), dtype=np.uint32)
-        self.amax = np.empty((GROUPS, rows), dtype=np.uint32)
-        self.index = np.empty((GROUPS, rows), dtype=np.intp)
-        self.amaxf = np.empty((GROUPS, rows), dtype=np.float32)
+        self.amax2 = np.empty((ROW_GROUPS, rows), dtype=np.uint32)
+        self.amax = np.empty((ROW_GROUPS, rows), dtype=np.uint32)
+        self.index = np.empty((ROW_GROUPS, rows), dtype=np.intp)
+        self.amaxf = np.empty((ROW_GROUPS, rows), dtype=np.float32)
         self.codes = np.empty((quads, rows, 4), dtype=np.uint8)
         self.pairs = np.empty((quads, rows, 2), dtype=np.uint16)
         self.packed = np.empty((quads, rows, 2), dtype=np.uint8)
@@ -147,13 +146,13 @@ def _quantize(xs: np.ndarray, w: _Workspace, profile: _profiles.Profile) -> tupl
     name = _profiles.get(profile.name).name  # the registered str: the tables' canonical key
     code_table, scale_table, factor_table = _tables(name)
     rows = xs.shape[1]
-    groups = xs.view(np.float32).reshape(GROUPS, 8, rows * 4)
+    groups = xs.view(np.float32).reshape(ROW_GROUPS, 8, rows * 4)
     # |x| as bits: for bf16 values (NaN: see module) their uint32 order is that of |x|, and a
     # NaN or Inf is above every finite value, so the maximum's pattern gives byte 0xFF as before
     np.bitwise_and(xs, np.uint32(0x7FFFFFFF), out=w.absbits)
     high = w.high.view(np.uint32)
-    np.max(w.absbits.reshape(GROUPS, 8, rows * 4), axis=1, out=high)
-    lanes = high.reshape(GROUPS, rows, 4)  # max over the 4 lanes, one lane at a time
+    np.max(w.absbits.reshape(ROW_GROUPS, 8, rows * 4), axis=1, out=high)
+    lanes = high.reshape(ROW_GROUPS, rows, 4)  # max over the 4 lanes, one lane at a time
     np.maximum(lanes[..., 0], lanes[..., 1], out=w.amax)
     np.maximum(lanes[..., 2], lanes[..., 3], out=w.amax2)
     np.maximum(w.amax, w.amax2, out=w.amax)
@@ -166,7 +165,7 @@ def _quantize(xs: np.ndarray, w: _Workspace, profile: _profiles.Profile) -> tupl
     np.take(_divisor_reciprocals(), scales, out=w.amaxf, mode="wrap")
     for lane in range(4):
         np.copyto(w.factor[..., lane], w.amaxf)
-    groups *= w.factor.reshape(GROUPS, 1, rows * 4)
+    groups *= w.factor.reshape(ROW_GROUPS, 1, rows * 4)
     # byte j of a quad = code(lane 2j) | code(lane 2j+1) << 4, as the low byte of
     # (c0 | c1 << 8) | (c0 | c1 << 8) >> 4: one lookup per lane of a 64-bit lane pair, each
     # in a table of that lane's share of the byte, indexed by the top 16 bits of the lane
@@ -251,7 +250,7 @@ def q_fp4_chunk(raw: np.ndarray, cos: np.ndarray, sin: np.ndarray, is_neox: bool
     if done is None:
         return None
     packed, scales = done
-    return packed.reshape(n, h, HEAD_DIM // 2), scales.reshape(n, h, GROUPS)
+    return packed.reshape(n, h, ROW_BYTES), scales.reshape(n, h, ROW_GROUPS)
 
 
 def quantize_rows(values: np.ndarray, profile: _profiles.Profile) -> tuple[np.ndarray, np.ndarray] | None:

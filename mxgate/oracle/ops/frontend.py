@@ -24,10 +24,9 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle._validate import choice, flag
 from mxgate.oracle.formats.bf16 import round_bf16
+from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM
 from mxgate.oracle.ops.f32math import fma32, rsqrt32
 
-HEAD_DIM = 128
-ROPE_DIM = 64
 HALF = ROPE_DIM // 2
 
 ScalarKind = Literal["bf16", "fp16", "fp32"]

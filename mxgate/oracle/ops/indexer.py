@@ -18,9 +18,10 @@ import numpy as np
 from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.geometry import HEAD_DIM, ROW_BYTES, ROW_GROUPS
 from mxgate.oracle.ops import fastq, frontend, quant
 from mxgate.oracle.ops.frontend import FrontEnd
-from mxgate.oracle.ops.validation import Call, check_call, fresh_outputs
+from mxgate.oracle.ops.indexer_checks import Call, check_call, fresh_outputs
 
 _CHUNK_ELEMENTS = 1 << 17  # Q elements per pass: temporaries stay in cache (measured)
 _K_CHUNK_ROWS = 4096
@@ -122,7 +123,7 @@ def _q_chunks(call: Call, work) -> None:
     if rows.size == 0:
         return
     contiguous = rows.size == call.num_tokens
-    per_chunk = max(1, _CHUNK_ELEMENTS // (call.num_heads * frontend.HEAD_DIM))
+    per_chunk = max(1, _CHUNK_ELEMENTS // (call.num_heads * HEAD_DIM))
 
     def body(first: int, last: int) -> None:
         for start in range(first, last, per_chunk):
@@ -130,7 +131,7 @@ def _q_chunks(call: Call, work) -> None:
             sel = slice(start, stop) if contiguous else rows[start:stop]
             work(sel, call.q[sel])
 
-    run_ranges(rows.size, body, weight=call.num_heads * frontend.HEAD_DIM)
+    run_ranges(rows.size, body, weight=call.num_heads * HEAD_DIM)
 
 
 def _row_mask(call: Call) -> np.ndarray:
@@ -143,7 +144,7 @@ def _q_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
     t, h = call.num_tokens, call.num_heads
     # aiter-fp4-q is the identity layout ([T, H, 64], no preshuffle): the chunks write q_out
     # directly, for the written tokens only, which is what its scatter would do.
-    scales = np.zeros((t, h, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=np.uint8)
+    scales = np.zeros((t, h, ROW_GROUPS), dtype=np.uint8)
 
     fast = _FAST_PATH and fastq.applies(call.kind, call.profile)
 
@@ -188,7 +189,7 @@ def k_values(call: Call, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray,
              variant: FrontEnd | None = None) -> np.ndarray:
     """The float32 values the K quantizer sees for tokens ``rows`` [n, 128]."""
     chosen = call.variant if variant is None else variant
-    out = np.empty((rows.size, frontend.HEAD_DIM), dtype=np.float32)
+    out = np.empty((rows.size, HEAD_DIM), dtype=np.float32)
     for start in range(0, rows.size, _K_CHUNK_ROWS):
         part = rows[start:start + _K_CHUNK_ROWS]
         k32 = frontend.to_f32(call.k[part], call.kind)
@@ -204,8 +205,8 @@ def _k_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
         return
     with np.errstate(over="ignore", invalid="ignore"):
         values = k_values(call, rows, cos, sin)
-    packed = np.empty((rows.size, frontend.HEAD_DIM // 2), dtype=np.uint8)
-    scales = np.empty((rows.size, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=np.uint8)
+    packed = np.empty((rows.size, ROW_BYTES), dtype=np.uint8)
+    scales = np.empty((rows.size, ROW_GROUPS), dtype=np.uint8)
     fast = _FAST_PATH and fastq.applies(call.kind, call.profile)  # K values are bf16 values then
     for start in range(0, rows.size, _K_CHUNK_ROWS):
         part = slice(start, start + _K_CHUNK_ROWS)

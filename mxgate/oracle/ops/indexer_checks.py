@@ -1,4 +1,4 @@
-"""Host checks of ``indexer_qk_rope_quant_and_cache``: the kernel's rejection rules and messages
+"""Host checks of the indexer op ``indexer_qk_rope_quant_and_cache``: the kernel's rejection rules and messages
 (SPEC section 6), dtype and shape checks in the same "<name> must ..." style, and the value
 checks the oracle needs to define every output byte. Everything here runs before any output
 byte is written; it returns a ``Call`` holding normalised views of the arguments.
@@ -12,25 +12,11 @@ from typing import Literal
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import allocation, choice, flag, integer, real, shown
-from mxgate.oracle.ops.frontend import HEAD_DIM, ROPE_DIM, FrontEnd, ScalarKind, get_variant
-
-try:  # ml_dtypes arrays are accepted where it is installed
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-    _ONE_BYTE_FLOATS = tuple(
-        np.dtype(getattr(ml_dtypes, n))
-        for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
-        if hasattr(ml_dtypes, n)
-    )
-except ImportError:  # pragma: no cover - exercised only without ml_dtypes
-    _BF16 = None
-    _ONE_BYTE_FLOATS = ()
+from mxgate.oracle._validate import BF16, ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROPE_DIM, ROW_BYTES
+from mxgate.oracle.ops.frontend import FrontEnd, ScalarKind, get_variant
 
 Mode = Literal["fp8", "fp4"]
-FP4_GROUP = 32
-FP4_KV_BLOCK = 64
 FP8_CACHE_STRIDE = HEAD_DIM + 4  # 128 fp8 bytes + one float32 scale per token, block-planar
 _PREFIX = "indexer fused qk cache only supports"
 
@@ -85,14 +71,8 @@ class Call:
 # ---- small checks -------------------------------------------------------------------------------
 
 
-def _array(x: object, name: str) -> np.ndarray:
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
-    return x
-
-
 def _scalar_kind(x: np.ndarray, name: str) -> ScalarKind:
-    if x.dtype == np.uint16 or (_BF16 is not None and x.dtype == _BF16):
+    if x.dtype == np.uint16 or (BF16 is not None and x.dtype == BF16):
         return "bf16"
     if x.dtype == np.float16:
         return "fp16"
@@ -113,7 +93,7 @@ def _raw(x: np.ndarray, kind: ScalarKind) -> np.ndarray:
 
 
 def _same_kind(x: object, name: str, kind: ScalarKind) -> np.ndarray:
-    a = _array(x, name)
+    a = as_array(x, name)
     got = _scalar_kind(a, name)
     if got != kind:
         raise TypeError(f"{name} must have the same dtype as q ({_KIND_NAMES[kind]}), got {a.dtype}")
@@ -121,15 +101,15 @@ def _same_kind(x: object, name: str, kind: ScalarKind) -> np.ndarray:
 
 
 def _dtype(x: object, name: str, dtype: type) -> np.ndarray:
-    a = _array(x, name)
+    a = as_array(x, name)
     if a.dtype != np.dtype(dtype):
         raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype}")
     return a
 
 
 def _one_byte(x: object, name: str, allowed: str = "uint8 or a float8 dtype") -> np.ndarray:
-    a = _array(x, name)
-    if a.dtype != np.uint8 and a.dtype not in _ONE_BYTE_FLOATS:
+    a = as_array(x, name)
+    if a.dtype != np.uint8 and a.dtype not in ONE_BYTE_FLOATS:
         raise TypeError(f"{name} must have a 1-byte dtype ({allowed}), got {a.dtype}")
     return a.view(np.uint8)
 
@@ -207,7 +187,7 @@ def check_call(
     fp4 = chosen == "fp4"
 
     # ---- inputs: types ------------------------------------------------------------------------
-    q_arr = _array(q, "q")
+    q_arr = as_array(q, "q")
     kind = _scalar_kind(q_arr, "q")
     q_raw = _raw(q_arr, kind)
     k_raw = _same_kind(k, "k", kind)
@@ -262,8 +242,8 @@ def check_call(
     n_heads = q_raw.shape[1]
 
     if fp4:
-        if qbs != FP4_GROUP:
-            raise ValueError(f"fp4 {_PREFIX} quant_block_size == {FP4_GROUP}")
+        if qbs != GROUP:
+            raise ValueError(f"fp4 {_PREFIX} quant_block_size == {GROUP}")
         if scale_fmt != "ue8m0":
             raise ValueError(f'fp4 output requires scale_fmt="ue8m0", got {scale_fmt}')
         if n_heads % 16 or n_heads == 0:
@@ -274,20 +254,20 @@ def check_call(
                     "kv_cache must have shape [num_blocks, k_tiles, 4, kv_block_size, 16] in fp4 mode, "
                     f"got {tuple(kv_arr.shape)}"
                 )
-            if kv_arr.shape[3] != FP4_KV_BLOCK:
+            if kv_arr.shape[3] != KV_BLOCK:
                 raise ValueError(
-                    f"fp4 output only supports kv_block_size={FP4_KV_BLOCK} (kv_cache.size(3)), got {kv_arr.shape[3]}"
+                    f"fp4 output only supports kv_block_size={KV_BLOCK} (kv_cache.size(3)), got {kv_arr.shape[3]}"
                 )
-        elif kv_block_size is not None and integer(kv_block_size, "kv_block_size") != FP4_KV_BLOCK:
+        elif kv_block_size is not None and integer(kv_block_size, "kv_block_size") != KV_BLOCK:
             raise ValueError(
-                f"fp4 output only supports kv_block_size={FP4_KV_BLOCK} (kv_cache.size(3)), got {kv_block_size}"
+                f"fp4 output only supports kv_block_size={KV_BLOCK} (kv_cache.size(3)), got {kv_block_size}"
             )
         if pre:
             raise ValueError(
                 "fp4 output always writes the pa_mqa_logits_fp4 preshuffled layout; "
                 "the fp8-only preshuffle flag must be left unset"
             )
-        block = FP4_KV_BLOCK
+        block = KV_BLOCK
     else:
         if qbs != HEAD_DIM:
             raise ValueError(f"{_PREFIX} quant_block_size == head_dim")
@@ -299,7 +279,7 @@ def check_call(
                 )
             block = int(kv_arr.shape[1])
         else:
-            block = FP4_KV_BLOCK if kv_block_size is None else integer(kv_block_size, "kv_block_size")
+            block = KV_BLOCK if kv_block_size is None else integer(kv_block_size, "kv_block_size")
         if block <= 0:
             raise ValueError(f"kv_block_size must be > 0, got {block}")
         if pre and block % 16:
@@ -320,7 +300,7 @@ def check_call(
         raise ValueError("cos_cache must have at least one row (max_pos >= 1)")
     _shape(nw, "norm_weight", (HEAD_DIM,), f"[{HEAD_DIM}]")
     _shape(nb, "norm_bias", (HEAD_DIM,), f"[{HEAD_DIM}]")
-    q_width = HEAD_DIM // 2 if fp4 else HEAD_DIM
+    q_width = ROW_BYTES if fp4 else HEAD_DIM
     if q_out_arr is not None:
         _shape(q_out_arr, "q_out", (t, n_heads, q_width), f"[num_tokens, n_heads={n_heads}, {q_width}]", t)
     if wo_arr is not None:
@@ -354,7 +334,7 @@ def check_call(
         subject = f"num_blocks={shown(blocks)}" if num_blocks is not None else f"num_blocks={blocks} (from slot_mapping)"
         if not fp4:
             subject += f", kv_block_size={shown(block)}"
-        allocation(blocks * block, HEAD_DIM // 2 if fp4 else FP8_CACHE_STRIDE, subject, "a fresh kv_cache")
+        allocation(blocks * block, ROW_BYTES if fp4 else FP8_CACHE_STRIDE, subject, "a fresh kv_cache")
     if fp4:
         if qs_arr is not None:
             row = layouts.get("aiter-fp4-q-scale").buffer_shape(num_tokens=1, num_heads=n_heads)[1:]
@@ -417,7 +397,7 @@ def fresh_outputs(call: Call) -> None:
     t, h = call.num_tokens, call.num_heads
     fp4 = call.mode == "fp4"
     if call.q_out is None:
-        call.q_out = _poison((t, h, HEAD_DIM // 2 if fp4 else HEAD_DIM), np.uint8)
+        call.q_out = _poison((t, h, ROW_BYTES if fp4 else HEAD_DIM), np.uint8)
     if call.weights_out is None:
         # bf16 results travel as uint16 bit patterns
         dtype = {"bf16": np.uint16, "fp16": np.float16, "fp32": np.float32}[call.kind] if fp4 else np.float32

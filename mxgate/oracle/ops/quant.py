@@ -12,14 +12,13 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.bits import ABS32, EXP32, f32_bits, pow2_f32
 from mxgate.oracle.formats.e2m1 import encode_e2m1, pack_nibbles
-from mxgate.oracle.formats.e4m3 import encode_e4m3, max_value
+from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW, encode_e4m3, max_value
+from mxgate.oracle.geometry import GROUP as FP4_GROUP
 from mxgate.oracle.mx import quantize_mx
 from mxgate.oracle.scales import e8m0_scale, fp8_token_scale, ue8m0_round
 
-FP4_GROUP = 32
 Q_AMAX_FLOOR = 1e-10  # fmaxf(q_amax, 1e-10f)
 K_AMAX_FLOOR = 1e-4  # fmaxf(k_amax, 1e-4f)
-_SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 _INV_2_128 = pow2_f32(np.array(-128))  # e8m0 byte 255 as the converter's scale: 2^128
 
 
@@ -81,4 +80,4 @@ def fp8_encode(x: np.ndarray, scale: np.ndarray, profile: _profiles.Profile) -> 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inv = np.float32(1.0) / scale
         y = x * inv[..., None]
-    return encode_e4m3(y, profile.fp8_variant, _SATURATE[profile.fp8_overflow])
+    return encode_e4m3(y, profile.fp8_variant, SATURATE_OF_OVERFLOW[profile.fp8_overflow])

@@ -1,9 +1,9 @@
 """Builds one vector document: groups, cases, per-profile results, the array store.
 
 A family module describes cases (inputs, flags, tier, comment) and a ``compute(profile)``
-function; the builder evaluates it under every registered profile, stores each distinct output
-once, and turns profile choices SPEC.md marks unverified into ``acceptable`` results that list
-the other admissible outputs.
+function; the builder evaluates it under every profile the vectors carry, stores each distinct
+output once, and turns a profile's unverified choices (``Profile.unverified``) into
+``acceptable`` results that list the other admissible outputs.
 """
 
 from __future__ import annotations
