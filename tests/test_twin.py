@@ -821,15 +821,13 @@ def test_gpu_sweep_device_counts_exactly() -> None:
 
 
 def test_benchmark_runs_and_reports_ratios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The benchmark script at a tiny size on the CPU: every row present, ratios positive."""
-    import importlib.util
+    """The device benchmark (mxgate bench --device) at a tiny size on the CPU: every row present,
+    ratios positive."""
     import json
 
-    monkeypatch.setenv("MXGATE_THREADS", "1")  # the script would otherwise set it for this process
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_twin.py"
-    spec = importlib.util.spec_from_file_location("bench_twin", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from mxgate.tools import bench_device as bench
+
+    monkeypatch.setenv("MXGATE_THREADS", "1")  # the bench would otherwise set it for this process
     out = tmp_path / "bench.json"
     assert bench.main(["--device", "cpu", "--elements", "65536", "--tokens", "32", "--heads", "16",
                        "--oracle-tokens", "16", "--repeat", "1", "--json", str(out)]) == 0
