@@ -9,6 +9,9 @@ Every op takes and returns NumPy arrays. bf16 data travels as raw uint16 bit pat
 
 from __future__ import annotations
 
+import importlib
+import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -137,10 +140,17 @@ OPS.update({
         "-> float32[B*next_n, max_context_len]"
     ),
     OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK: (
-        "(the inputs of vllm.fp4_paged_mqa_logits without clean_logits/knobs, topk: int) -> int32[B*next_n, topk] "
-        "token indices (a set; rows with at most topk window cells: 0..limit-1 then -1)"
+        "(q_fp4: uint8[B, next_n, H, 64], q_e8m0: uint8[B, next_n, H, 4], kv_cache: uint8[num_blocks, page_bytes] "
+        "(vllm-fp4-indexer-k), weights: float32[B*next_n, H], context_lens: int32[B] | int32[B, next_n], "
+        "block_tables: int32[B, max_blocks], max_context_len: int, topk: int, *, block_size: int = 64) "
+        "-> int32[B*next_n, topk] token indices (a set; rows with at most topk window cells: 0..limit-1 then -1)"
     ),
-    OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK: "(as vllm.fp4_paged_mqa_logits_topk) -> int32[B*next_n, topk]",
+    OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK: (
+        "(q_fp4: uint8[B, next_n, H, 64], q_e8m0: uint8[B, next_n, H, 4], kv_cache: uint8[num_blocks, page_bytes] "
+        "(vllm-fp4-indexer-k), weights: float32[B*next_n, H], context_lens: int32[B] | int32[B, next_n], "
+        "block_tables: int32[B, max_blocks], max_context_len: int, topk: int, *, block_size: int = 64) "
+        "-> int32[B*next_n, topk], as vllm.fp4_paged_mqa_logits_topk by the tiled kernel"
+    ),
     OpName.VLLM_INDEXER_Q_MXFP4: (
         "(x_bf16: uint16[T, H, 128], weights: float32[T, H], softmax_scale: float, head_scale: float) -> "
         "(packed uint8[T, H, 64], e8m0 uint8[T, H, 4], weights_out float32[T, H]) at a cos 1 / sin 0 position"
@@ -210,3 +220,146 @@ POSITIONAL.update({
     OpName.AITER_FP8_MQA_LOGITS: ("q_fp8", "kv_fp8", "kv_scales", "weights", "cu_starts", "cu_ends"),
     OpName.AITER_REF_MQA_LOGITS_MIXED: ("q_packed", "q_scale", "kv_fp4", "kv_scale", "weights", "context_lens"),
 })
+
+
+# ---- the typed declaration of each op ---------------------------------------------------------
+
+
+class Compare(StrEnum):
+    """How the gate compares a backend's result with the oracle's (mxgate.conformance.judge)."""
+
+    BITS = "bits"  # every byte or code equal; byte layouts also get explain's class counts
+    NAN_EQUAL = "nan-equal"  # float results equal bit for bit, any NaN equal to any NaN
+    WITHIN_BOUND = "within-bound"  # a float score within the oracle's rigorous error bound
+    ENVELOPE = "envelope-member"  # equal to one member of the oracle's set of admissible results
+    TOPK_SET = "top-k-set"  # the same index set, ties within the bound either way
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One input or output: its name (or role), element type and shape rule, as declared."""
+
+    name: str
+    dtype: str
+    shape: str
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: OpName
+    signature: str  # the declaration, in words: inputs -> outputs, with what is defined where
+    positional: tuple[str, ...]  # call order of the inputs (empty: called with keywords)
+    compare: Compare
+    reference: str | None  # "module:function" of the oracle's reference, None: a backend-specific model
+    profile_fields: tuple[str, ...]  # the Profile fields the reference reads
+
+    @property
+    def inputs(self) -> tuple[Arg, ...]:
+        return _args(self.signature.split("->", 1)[0])
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        if "->" not in self.signature:
+            return ()
+        text = self.signature.split("->", 1)[1]
+        typed = _args(text)
+        if typed:
+            return typed
+        # an in-place op returns its buffers: "-> cache", "-> (kv_cache, kv_scale)"
+        by_name = {a.name: a for a in self.inputs}
+        return tuple(by_name[w] for w in re.findall(r"\w+", text.split(",  ")[0].split(";")[0]) if w in by_name)
+
+
+_ARG = re.compile(r"(?:(\w+):\s*)?\b(u?int\d+|float\d+|bool|complex\d+)\[([^\]]*)\]|(\w+):\s*(int|float|bool|str)\b(?!\[)")
+
+
+def _args(text: str) -> tuple[Arg, ...]:
+    """The typed arguments of a signature's text: ``name: dtype[shape]`` or ``name: int|float|bool|str``."""
+    return tuple(Arg(m.group(1) or "", m.group(2), f"[{m.group(3)}]") if m.group(2) else Arg(m.group(4), m.group(5), "scalar")
+                 for m in _ARG.finditer(text))
+
+
+E2M1_FIELDS = ("tie", "zero_sign", "nan", "inf")
+SCALE_FIELDS = ("scale_policy", "scale_arithmetic", "amax_floor", "floor_where", "exp_clamp", "byte0", "byte255",
+                "amax_nan", "special_scale")
+MX_FIELDS = E2M1_FIELDS + SCALE_FIELDS + ("nan_scale",)
+FP8_FIELDS = ("fp8_variant", "fp8_overflow")
+SCORER_FIELDS = MX_FIELDS + ("fma_contraction",)
+
+_ORACLE = "mxgate.oracle"
+_OPS = "mxgate.oracle.ops"
+# op -> (compare, reference, profile fields); every op not listed is compared bit for bit against a
+# backend-specific model and reads the whole MX rule set
+_DECLARED: dict[OpName, tuple[Compare, str | None, tuple[str, ...]]] = {
+    OpName.E2M1_ENCODE: (Compare.BITS, f"{_ORACLE}:encode_e2m1", E2M1_FIELDS),
+    OpName.E2M1_DECODE: (Compare.NAN_EQUAL, f"{_ORACLE}:decode_e2m1", ()),
+    OpName.MX_QUANTIZE: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.E4M3FN_ENCODE: (Compare.BITS, f"{_ORACLE}:encode_e4m3", ("fp8_overflow",)),
+    OpName.E4M3FNUZ_ENCODE: (Compare.BITS, f"{_ORACLE}:encode_e4m3", ("fp8_overflow",)),
+    OpName.E4M3FN_DECODE: (Compare.NAN_EQUAL, f"{_ORACLE}:decode_e4m3", ()),
+    OpName.E4M3FNUZ_DECODE: (Compare.NAN_EQUAL, f"{_ORACLE}:decode_e4m3", ()),
+    OpName.BF16_ROUND: (Compare.BITS, f"{_ORACLE}:bf16_bits", ("bf16_nan",)),
+    OpName.E8M0_DECODE: (Compare.NAN_EQUAL, f"{_ORACLE}:decode_e8m0", ("nan_scale",)),
+    OpName.E8M0_SCALE: (Compare.BITS, f"{_ORACLE}:e8m0_scale", SCALE_FIELDS),
+    OpName.UE8M0_ROUND: (Compare.NAN_EQUAL, "mxgate.oracle.scales:ue8m0_round", ("ue8m0_rounding",)),
+    OpName.FP4_INDEXER_QUANTIZE: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.FP4_INDEXER_QUANTIZE_ROWS: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.SGLANG_PAGE68_STORE: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.SGLANG_PAGE68_GATHER: (Compare.BITS, None, ()),
+    OpName.AITER_FP4_KV_STORE: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.SGLANG_PAGE8_STORE: (Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS),
+    OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: (Compare.ENVELOPE, f"{_OPS}:indexer_qk_rope_quant_and_cache",
+                                             MX_FIELDS + FP8_FIELDS + ("fma_contraction", "ue8m0_rounding")),
+    OpName.PA_MQA_LOGITS_FP4_DECODE: (Compare.WITHIN_BOUND, f"{_OPS}:pa_mqa_logits_fp4", SCORER_FIELDS),
+    OpName.PA_MQA_LOGITS_FP4_PREFILL: (Compare.WITHIN_BOUND, f"{_OPS}:pa_mqa_logits_fp4_prefill", SCORER_FIELDS),
+    OpName.PA_MQA_LOGITS_FP8_DECODE: (Compare.WITHIN_BOUND, f"{_OPS}:pa_mqa_logits_fp8", FP8_FIELDS),
+    OpName.SGLANG_FP4_INDEX_LOGITS_DECODE: (Compare.WITHIN_BOUND, None, SCORER_FIELDS),
+    OpName.SGLANG_FP4_INDEX_LOGITS_PAGED: (Compare.WITHIN_BOUND, None, SCORER_FIELDS),
+    OpName.VLLM_FP4_PAGED_MQA_LOGITS: (Compare.WITHIN_BOUND, None, SCORER_FIELDS),
+    OpName.VLLM_FP4_MQA_LOGITS: (Compare.WITHIN_BOUND, None, SCORER_FIELDS),
+    OpName.VLLM_FP8_PAGED_MQA_LOGITS: (Compare.WITHIN_BOUND, None, FP8_FIELDS),
+    OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK: (Compare.TOPK_SET, None, SCORER_FIELDS),
+    OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK: (Compare.TOPK_SET, None, SCORER_FIELDS),
+    OpName.AITER_REF_MQA_LOGITS_MIXED: (Compare.WITHIN_BOUND, None, SCORER_FIELDS),
+    OpName.AITER_FP8_MQA_LOGITS: (Compare.WITHIN_BOUND, None, FP8_FIELDS),
+    OpName.AITER_INDEXER_K_QUANT_AND_CACHE: (Compare.BITS, None, FP8_FIELDS + ("ue8m0_rounding",)),
+}
+for _mode in ("ROUND_DOWN", "ROUND_UP", "EVEN", "CEIL"):
+    _DECLARED[OpName[f"AITER_F32_TO_MX_E8M0_SCALE_{_mode}"]] = (Compare.BITS, f"{_ORACLE}:e8m0_scale", SCALE_FIELDS)
+
+TABLE: dict[OpName, OpSpec] = {
+    op: OpSpec(op, OPS[op], POSITIONAL.get(op, ()), *_DECLARED.get(op, (Compare.BITS, None, MX_FIELDS)))
+    for op in OpName
+}
+
+
+def spec(op: str) -> OpSpec:
+    """The declaration of ``op`` (a member or its plain name); a one-line error for an unknown name."""
+    try:
+        return TABLE[OpName(op)]
+    except ValueError:
+        raise ValueError(f"unknown op {op!r}; the ops are: {', '.join(OpName)}") from None
+
+
+def reference(op: str):
+    """The oracle's reference function of ``op`` (None where a backend-specific model judges it)."""
+    path = spec(op).reference
+    if path is None:
+        return None
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def markdown() -> str:
+    """The op table as Markdown (docs/ops/table.md is this text; a test keeps it current)."""
+    lines = ["# The op table", "",
+             "Generated from `mxgate/op_table.py` by `mxgate backends --ops`; do not edit by hand.", "",
+             "| op | inputs | outputs | compared | oracle reference | profile fields |", "|---|---|---|---|---|---|"]
+    for s in TABLE.values():
+        ins = ", ".join(f"`{a.name}: {a.dtype}{a.shape}`" for a in s.inputs) or "keywords, see the signature"
+        outs = ", ".join(f"`{a.dtype}{a.shape}`" for a in s.outputs)
+        lines.append(f"| `{s.name}` | {ins} | {outs} | {s.compare} | {f'`{s.reference}`' if s.reference else 'backend model'} "
+                     f"| {', '.join(s.profile_fields) or '-'} |")
+    lines += ["", "Signatures in full:", ""]
+    lines += [f"- `{s.name}`: {s.signature.replace('|', '&#124;')}" for s in TABLE.values()]
+    return "\n".join(lines) + "\n"

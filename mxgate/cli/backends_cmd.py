@@ -20,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="also list this backend spec (repeatable)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser.add_argument("--ops", action="store_true",
+                        help="print the op table instead: every canonical op, its inputs, outputs, comparison, "
+                             "oracle reference and profile fields (Markdown; docs/ops/table.md)")
     parser.set_defaults(run=run)
 
 
@@ -44,6 +47,11 @@ def describe(name: str, device: str) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.ops:
+        from mxgate import op_table
+
+        print(op_table.markdown(), end="", flush=True)
+        return 0
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from mxgate import kernels

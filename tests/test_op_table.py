@@ -1,0 +1,67 @@
+"""The op table is the one declaration of every op: its names, references, fields and docs agree."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mxgate import kernels, op_table, oracle
+from mxgate.op_table import TABLE, OpName
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_op_is_declared_once_with_a_signature() -> None:
+    assert set(TABLE) == set(OpName) == set(op_table.OPS)
+    for spec in TABLE.values():
+        assert spec.outputs or "see" in spec.signature or "keyword" in spec.signature, spec.name
+        assert len(set(spec.positional)) == len(spec.positional), spec.name
+        assert all(name in {a.name for a in spec.inputs} for name in spec.positional), spec.name
+
+
+def test_references_resolve_and_profile_fields_exist() -> None:
+    fields = {f.name for f in dataclasses.fields(oracle.profiles.Profile)}
+    for spec in TABLE.values():
+        assert set(spec.profile_fields) <= fields, (spec.name, set(spec.profile_fields) - fields)
+        if spec.reference is not None:
+            assert callable(op_table.reference(spec.name)), spec.name
+
+
+def test_the_oracle_backend_implements_the_ops_the_oracle_references() -> None:
+    """Every op whose reference lies in mxgate.oracle is one the oracle backend offers (aiter's
+    scale modes and the multi-row quantize aside: their oracle is the same function under another
+    op's name), and the backend offers nothing undeclared."""
+    implemented = set(kernels.get("oracle").ops())
+    assert implemented <= set(OpName)
+    referenced = {s.name for s in TABLE.values() if s.reference and not s.name.startswith("aiter.")}
+    assert referenced - implemented == {OpName.FP4_INDEXER_QUANTIZE_ROWS}
+
+
+def test_unknown_op_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^unknown op 'e2m1.encod'; the ops are: e2m1.encode, "):
+        op_table.spec("e2m1.encod")
+
+
+def test_docs_table_is_current() -> None:
+    done = subprocess.run([sys.executable, "-m", "mxgate", "backends", "--ops"], capture_output=True, text=True,
+                          check=True, cwd=ROOT)
+    assert (ROOT / "docs" / "ops" / "table.md").read_text() == done.stdout, \
+        "docs/ops/table.md is stale: mxgate backends --ops > docs/ops/table.md"
+
+
+def test_no_op_name_literal_outside_the_op_table() -> None:
+    names = sorted((op.value for op in OpName), key=len, reverse=True)
+    literal = re.compile(r"""(["'])(""" + "|".join(map(re.escape, names)) + r""")\1""")
+    offenders = []
+    for path in sorted((ROOT / "mxgate").rglob("*.py")):
+        if path.name == "op_table.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if literal.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "op names spelled outside mxgate/op_table.py:\n" + "\n".join(offenders)
