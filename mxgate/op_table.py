@@ -341,13 +341,21 @@ def spec(op: str) -> OpSpec:
         raise ValueError(f"unknown op {op!r}; the ops are: {', '.join(OpName)}") from None
 
 
-def reference(op: str):
-    """The oracle's reference function of ``op`` (None where a backend-specific model judges it)."""
+def reference(op: str, device: str = "cpu", *, twin: bool | None = None):
+    """The reference function of ``op``, NumPy in and out (None where a backend-specific model
+    judges it): the oracle's on the CPU; on ``cuda`` (or with twin=True) the torch twin's
+    counterpart on that device where it has one (mxgate.twin.reference), so that production-size
+    outputs are judged there."""
     path = spec(op).reference
     if path is None:
         return None
     module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    function = getattr(importlib.import_module(module), attr)
+    if device != "cpu" if twin is None else twin:
+        from mxgate.twin.reference import on_device
+
+        return on_device(function, device) or function
+    return function
 
 
 def markdown() -> str:

@@ -65,3 +65,24 @@ def test_no_op_name_literal_outside_the_op_table() -> None:
             if literal.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not offenders, "op names spelled outside mxgate/op_table.py:\n" + "\n".join(offenders)
+
+
+def test_the_twin_reference_is_the_oracle_bit_for_bit() -> None:
+    """op_table.reference(op, device, twin=True) (what the gate uses on --device cuda) gives the
+    oracle's bytes, run here through the twin on the CPU."""
+    import numpy as np
+
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(20261201)
+    x = (rng.standard_normal((32, 128)) * np.exp2(rng.integers(-8, 8, (32, 1)))).astype(np.float32)
+    x[0, :8] = [np.nan, -np.inf, np.inf, -0.0, 0.25, 0.75, 6.5, 1e-40]
+    calls = {
+        OpName.E2M1_ENCODE: (x, "gfx950"), OpName.MX_QUANTIZE: (x, "ocp"), OpName.E4M3FN_ENCODE: (x, "fn"),
+        OpName.E4M3FNUZ_ENCODE: (x, "fnuz"), OpName.E8M0_SCALE: (np.abs(x), "aiter-gfx942"), OpName.BF16_ROUND: (x,),
+        OpName.E2M1_DECODE: (np.arange(16, dtype=np.uint8),), OpName.E8M0_DECODE: (np.arange(256, dtype=np.uint8), "ocp"),
+    }
+    for op, args in calls.items():
+        want, got = op_table.reference(op)(*args), op_table.reference(op, "cpu", twin=True)(*args)
+        assert op_table.reference(op, "cpu", twin=True).__name__.startswith("twin_"), op
+        for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+            assert np.asarray(w).tobytes() == np.asarray(g).tobytes(), op

@@ -1,0 +1,75 @@
+"""The twin as the gate's reference on a device: the oracle's functions with NumPy in and out,
+computed by their torch counterparts on that device.
+
+The gate judges on ``--device cuda`` with these (``mxgate.op_table.reference(op, "cuda")``): the
+inputs go to the card once, the twin computes the expected bytes there, and they come back as
+NumPy arrays for the judge. tests/test_twin.py proves each counterpart bit-identical to the oracle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from mxgate import oracle, twin
+from mxgate.twin.ops import indexer_qk_rope_quant_and_cache
+
+# oracle function -> its twin counterpart (same arguments, tensors for arrays)
+COUNTERPARTS: dict[Callable[..., Any], Callable[..., Any]] = {
+    oracle.encode_e2m1: twin.encode_e2m1,
+    oracle.decode_e2m1: twin.decode_e2m1,
+    oracle.quantize_mx: twin.quantize_mx,
+    oracle.dequantize_mx: twin.dequantize_mx,
+    oracle.encode_e4m3: twin.encode_e4m3,
+    oracle.decode_e4m3: twin.decode_e4m3,
+    oracle.decode_e8m0: twin.decode_e8m0,
+    oracle.e8m0_scale: twin.e8m0_scale,
+    oracle.bf16_bits: twin.bf16_bits,
+    oracle.ops.indexer_qk_rope_quant_and_cache: indexer_qk_rope_quant_and_cache,
+}
+
+
+def to_device(a: Any, device: str | torch.device) -> Any:
+    """A NumPy array as a tensor with the same bytes on ``device`` (bf16 and uint16 as uint16 bits)."""
+    if not isinstance(a, np.ndarray):
+        return a
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.uint16 or a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.uint16).to(device)
+    if a.dtype == np.uint32:
+        return torch.from_numpy(a.view(np.int32).copy()).to(device)
+    return torch.from_numpy(a.copy()).to(device)
+
+
+def to_numpy(t: Any) -> Any:
+    """Tensors (also inside tuples and named tuples) back to NumPy arrays with the same bytes."""
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        if t.dtype in (torch.uint16, torch.bfloat16):
+            return t.view(torch.int16).numpy().view(np.uint16)
+        return t.numpy()
+    if isinstance(t, tuple):
+        items = [to_numpy(v) for v in t]
+        return type(t)(*items) if hasattr(t, "_fields") else tuple(items)
+    return t
+
+
+def on_device(function: Callable[..., Any], device: str | torch.device) -> Callable[..., Any] | None:
+    """The twin counterpart of the oracle's ``function`` with NumPy in and out, run on ``device``;
+    None when the twin has none (the oracle itself is the reference then)."""
+    counterpart = COUNTERPARTS.get(function)
+    function_name = function.__name__
+    if counterpart is None:
+        return None
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(to_device(a, device) for a in args)
+        kwargs = {k: to_device(v, device) for k, v in kwargs.items()}
+        return to_numpy(counterpart(*args, **kwargs))
+
+    run.__name__ = f"twin_{function_name}"
+    run.__doc__ = f"mxgate.twin's {function_name} on {device}, NumPy in and out"
+    return run
