@@ -47,7 +47,7 @@ def main() -> None:
     import numpy as np
 
     from mxgate.inputs import logits as lc
-    from mxgate.oracle.ops import logits
+    from mxgate.oracle.scorers import aiter_fp4 as logits
 
     rows = args.batch * args.next_n
     print(f"numpy {np.__version__}; python {sys.version.split()[0]}; threads {threads}; {pinned}; seed {args.seed}")

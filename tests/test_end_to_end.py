@@ -16,11 +16,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mxgate.oracle.ops import indexer_qk_rope_quant_and_cache, logits
+from mxgate.oracle.ops import indexer_qk_rope_quant_and_cache
+from mxgate.oracle.scorers import aiter_fp4 as logits
 from mxgate.inputs import logits as lc
-from mxgate.oracle.ops import logits_fp8 as ops_fp8
-from mxgate.oracle.ops.matching import frontend_values
-from mxgate.oracle.ops.topk import topk_indices
+from mxgate.oracle.scorers import aiter_fp8 as ops_fp8
+from mxgate.oracle.ops.members import frontend_values
+from mxgate.oracle.scorers.topk import topk_indices
 
 H, D, KV_BLOCK, TOPK = 32, 128, 64, 64
 CTX = (1000, 1536)
@@ -60,7 +61,7 @@ def run_end_to_end(next_n: int, seed: int) -> dict[str, float]:
                   kv_cache=outs.kv_cache, kv_scale=outs.kv_cache_scale, block_tables=table,
                   weights=np.ascontiguousarray(outs.weights_out[rows]), context_lens=np.array(CTX, np.int32),
                   max_seq_len=max(CTX), weight_scale=WEIGHT_SCALE)
-    scored = logits.pa_mqa_logits_fp4_exact(**kwargs)
+    scored = logits.pa_mqa_logits_fp4_scored(**kwargs)
     got = logits.pa_mqa_logits_fp4(**kwargs)
     assert np.array_equal(got.view(np.uint32), scored.emulated.view(np.uint32))
 
@@ -124,7 +125,7 @@ def test_end_to_end_fp8_cache_into_fp8_scorer(preshuffle: bool) -> None:
     kwargs = dict(q_fp8=outs.q_out[rows].reshape(1, next_n, H, D), kv_cache=outs.kv_cache,
                   weights=np.ascontiguousarray(outs.weights_out[rows]), context_lens=np.array([ctx], np.int32),
                   block_tables=table, max_seq_len=ctx, preshuffle=preshuffle)
-    scored = ops_fp8.pa_mqa_logits_fp8_exact(**kwargs)
+    scored = ops_fp8.pa_mqa_logits_fp8_scored(**kwargs)
     win = scored.window
     assert np.all(np.abs(scored.emulated[win] - scored.value[win]) <= scored.bound[win]), f"seed {seed}"
     q32, k32 = frontend_values(q_out=None, weights_out=None, kv_cache=None, **op, mode="fp8")

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from mxgate import oracle
 from mxgate.inputs import logits as lc
-from mxgate.oracle.ops import logits
-from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_of_exact
-from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8, pa_mqa_logits_fp8_exact
-from mxgate.oracle.ops.logits_sglang import (
+from mxgate.oracle.scorers import aiter_fp4 as logits
+from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8, pa_mqa_logits_fp8_scored
+from mxgate.oracle.scorers.arithmetic import f32_nearest, weighted_sum_f64
+from mxgate.oracle.scorers.sglang import (
     fp4_index_logits_decode,
-    fp4_index_logits_decode_exact,
-    fp4_index_logits_paged_exact,
+    fp4_index_logits_decode_scored,
+    fp4_index_logits_paged_scored,
 )
 
 AITER_CONFIGS = [(2, 512, 1, 64), (3, 1024, 1, 64), (2, 512, 2, 64), (2, 768, 1, 128), (4, 2048, 1, 64)]
@@ -66,10 +66,10 @@ def dyadic_case(seed: int, batch: int = 2, ctx: int = 150, next_n: int = 2, head
     return case
 
 
-@pytest.mark.parametrize("qk_accum", ["exact", "fp32-groups"])
+@pytest.mark.parametrize("qk_accum", ["fp32-ksteps", "fp32-groups"])
 def test_dyadic_decode_all_three_agree(qk_accum: str) -> None:
     case = dyadic_case(3)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=qk_accum)
     ref = lc.reference_f64(case, case.kwargs["max_seq_len"])
     w = s.window
     assert w.sum() > 0
@@ -85,7 +85,7 @@ def test_dyadic_prefill_all_three_agree() -> None:
     pre = dict(q_fp4=k["q_fp4"].reshape(B, *k["q_fp4"].shape[2:]), q_scale=k["q_scale"].reshape(B, *k["q_scale"].shape[2:]),
                kv_cache=k["kv_cache"], kv_scale=k["kv_scale"], block_tables=k["block_tables"], weights=k["weights"],
                row_info=info, max_seq_len=k["max_seq_len"], weight_scale=2.0)
-    s = logits.pa_mqa_logits_fp4_prefill_exact(**pre)
+    s = logits.pa_mqa_logits_fp4_prefill_scored(**pre)
     case.start, case.end = info[:, 1].astype(np.int64), info[:, 2].astype(np.int64)
     ref = lc.reference_f64(case, k["max_seq_len"])
     w = s.window
@@ -96,12 +96,12 @@ def test_dyadic_prefill_all_three_agree() -> None:
 # ---- random inputs: within the bound, every AITER op-test config ---------------------------------
 
 
-@pytest.mark.parametrize("qk_accum", ["exact", "fp32-groups"])
+@pytest.mark.parametrize("qk_accum", ["fp32-ksteps", "fp32-groups"])
 @pytest.mark.parametrize("cfg", AITER_CONFIGS, ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
 def test_aiter_configs_within_bound(cfg: tuple[int, int, int, int], qk_accum: str) -> None:
     seed = 100 + sum(cfg)
     case = lc.fp4_decode_case(seed, *cfg)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=qk_accum)
     assert_within(s, seed)
     assert np.array_equal(np.isneginf(s.emulated), ~s.window), f"seed {seed}"
     ref = lc.reference_f64(case, case.kwargs["max_seq_len"])
@@ -119,7 +119,7 @@ def test_caller_fill_is_kept_and_outside_is_minus_inf() -> None:
     out = poison.copy()
     got = logits.pa_mqa_logits_fp4(**case.kwargs, out=out)
     assert got is out
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs)
     assert_window(out, s.window, poison, seed)
     assert np.array_equal(bits(out[s.window]), bits(s.emulated[s.window]))
     fresh = logits.pa_mqa_logits_fp4(**case.kwargs)
@@ -132,7 +132,7 @@ def test_caller_fill_is_kept_and_outside_is_minus_inf() -> None:
 def test_prefill_random_windows_within_bound_and_fill() -> None:
     seed = 31
     case = lc.fp4_prefill_case(seed, 2, 260, 6, 32, random_windows=True)
-    s = logits.pa_mqa_logits_fp4_prefill_exact(**case.kwargs)
+    s = logits.pa_mqa_logits_fp4_prefill_scored(**case.kwargs)
     assert_within(s, seed)
     rows, width = s.window.shape
     poison = np.full((rows, width), np.float32(7.25))
@@ -145,13 +145,13 @@ def test_prefill_random_windows_within_bound_and_fill() -> None:
 
 
 @pytest.mark.parametrize("spread", [0, 12, 40])
-@pytest.mark.parametrize("qk_accum", ["exact", "fp32-groups"])
+@pytest.mark.parametrize("qk_accum", ["fp32-ksteps", "fp32-groups"])
 def test_fast_path_matches_python_integer_path(spread: int, qk_accum: str) -> None:
     """The vectorised path and the per-cell Python-integer path agree bit for bit."""
     seed = 41 + spread
     case = lc.fp4_decode_case(seed, 2, 70, 2, 16, spread=spread, context_lens=np.array([70, 3]))
-    a = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum)
-    b = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum, _force_slow=True)
+    a = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=qk_accum)
+    b = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=qk_accum, _force_slow=True)
     assert np.array_equal(bits(a.emulated), bits(b.emulated)), f"seed {seed}"
     assert np.array_equal(bits(a.value), bits(b.value)), f"seed {seed}"
     w = a.window
@@ -162,9 +162,9 @@ def test_fast_path_matches_python_integer_path(spread: int, qk_accum: str) -> No
 def test_head_dim_256_two_mfma_steps() -> None:
     seed = 51
     case = lc.fp4_decode_case(seed, 2, 100, 1, 16, head_dim=256, spread=3)
-    for acc in ("exact", "fp32-groups"):
-        a = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=acc, bound_model="exact")
-        b = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=acc, bound_model="exact", _force_slow=True)
+    for acc in ("fp32-ksteps", "fp32-groups"):
+        a = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=acc, bound_model="fp32-ksteps")
+        b = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=acc, bound_model="fp32-ksteps", _force_slow=True)
         assert np.array_equal(bits(a.emulated), bits(b.emulated)), f"seed {seed}"
         assert_within(a, seed)
 
@@ -179,7 +179,7 @@ def test_special_scale_bytes_give_nan_cells() -> None:
     (rows,) = layout.gather(kv_scale, slots=np.array([slot]))
     rows[0, 2] = 0xFF
     layout.scatter(kv_scale, rows, slots=np.array([slot]))
-    s = logits.pa_mqa_logits_fp4_exact(**{**case.kwargs, "kv_scale": kv_scale})
+    s = logits.pa_mqa_logits_fp4_scored(**{**case.kwargs, "kv_scale": kv_scale})
     assert np.isnan(s.emulated[0, t]) and np.isnan(s.value[0, t])
     assert np.isfinite(s.emulated[0, t + 1])
     check = s.compare(s.emulated.copy())
@@ -194,12 +194,12 @@ LENGTHS = st.sampled_from([0, 1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 200])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**31 - 1), next_n=st.integers(1, 4), heads=st.sampled_from([16, 32]),
        lens=st.lists(LENGTHS, min_size=1, max_size=3), spread=st.sampled_from([0, 0, 4, 24]),
-       qk_accum=st.sampled_from(["exact", "fp32-groups"]), shape4d=st.booleans())
+       qk_accum=st.sampled_from(["fp32-ksteps", "fp32-groups"]), shape4d=st.booleans())
 def test_hypothesis_decode(seed, next_n, heads, lens, spread, qk_accum, shape4d) -> None:
     B = len(lens)
     ctx = np.array(lens)
     case = lc.fp4_decode_case(seed, B, 200, next_n, heads, context_lens=ctx, spread=spread, shape4d=shape4d)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs, qk_accum=qk_accum)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs, qk_accum=qk_accum)
     assert_within(s, seed)
     n = np.tile(np.arange(next_n), B)
     end = np.maximum(np.repeat(ctx, next_n) - (next_n - 1 - n), 0)
@@ -212,7 +212,7 @@ def test_hypothesis_decode(seed, next_n, heads, lens, spread, qk_accum, shape4d)
 # ---- the exact head sum ------------------------------------------------------------------------
 
 
-def test_exact_weighted_sum_against_fractions() -> None:
+def test_weighted_sum_f64_against_fractions() -> None:
     rng = lc.rng_for(5)
     for trial in range(40):
         H = int(rng.integers(1, 130))
@@ -222,7 +222,7 @@ def test_exact_weighted_sum_against_fractions() -> None:
         m = rng.integers(-(2**24) + 1, 2**24, (2, H))
         spread = int(rng.choice([0, 5, 60, 300]))
         f = rng.integers(-spread - 100, spread - 99, (2, H))
-        got = exact_weighted_sum(a, a_bits, m, f)
+        got = weighted_sum_f64(a, a_bits, m, f)
         for r in range(2):
             for t in range(3):
                 want = sum((Fraction(int(a[r, h, t]) * int(m[r, h])) * Fraction(2) ** int(f[r, h]) for h in range(H)),
@@ -230,12 +230,12 @@ def test_exact_weighted_sum_against_fractions() -> None:
                 assert float(want) == got[r, t], f"trial {trial}"
 
 
-def test_f32_of_exact_rounds_ties_to_even_and_subnormals() -> None:
-    assert f32_of_exact(3, -150) == np.float32(2.0**-148)  # 1.5 * 2^-149 -> tie -> even (2)
-    assert f32_of_exact(1, -150) == np.float32(0.0)  # half of the smallest subnormal -> 0 (even)
-    assert f32_of_exact(2**24 + 1, 0) == np.float32(2**24)
-    assert f32_of_exact(2**24 + 3, 0) == np.float32(2**24 + 4)
-    assert np.isinf(f32_of_exact(2**25 - 1, 103))
+def test_f32_nearest_rounds_ties_to_even_and_subnormals() -> None:
+    assert f32_nearest(3, -150) == np.float32(2.0**-148)  # 1.5 * 2^-149 -> tie -> even (2)
+    assert f32_nearest(1, -150) == np.float32(0.0)  # half of the smallest subnormal -> 0 (even)
+    assert f32_nearest(2**24 + 1, 0) == np.float32(2**24)
+    assert f32_nearest(2**24 + 3, 0) == np.float32(2**24 + 4)
+    assert np.isinf(f32_nearest(2**25 - 1, 103))
 
 
 # ---- judging ---------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_f32_of_exact_rounds_ties_to_even_and_subnormals() -> None:
 def test_compare_accepts_other_order_and_rejects_scale_bug() -> None:
     seed = 71
     case = lc.fp4_decode_case(seed, 2, 400, 1, 64)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs)
     assert s.compare(s.emulated.copy()).verdict == "exact"
     # a sequential head sum in float32: a legal order, not the emulated one
     other = np.full_like(s.emulated, -np.inf)
@@ -282,7 +282,7 @@ def test_compare_accepts_other_order_and_rejects_scale_bug() -> None:
 def test_fp8_within_bound_and_layouts_agree(preshuffle: bool, variant: str) -> None:
     seed = 81
     case = lc.fp8_decode_case(seed, 2, 200, 2, 64, preshuffle=preshuffle, variant=variant)
-    s = pa_mqa_logits_fp8_exact(**case.kwargs)
+    s = pa_mqa_logits_fp8_scored(**case.kwargs)
     assert_within(s, seed)
     assert np.array_equal(np.isneginf(s.emulated), ~s.window)
     base = lc.fp8_decode_case(seed, 2, 200, 2, 64, preshuffle=False, variant=variant)
@@ -307,16 +307,16 @@ def test_fp8_dyadic_all_agree() -> None:
     data[:] = rng.choice(np.array([0x00, 0x38, 0xB8, 0x30], np.uint8), data.shape)  # 0, +-1, 0.5
     lay.scatter(kv, data, np.full(sc.shape, 0.25, np.float32))
     k["weights"] = rng.choice(np.array([0, 1, -1, 0.5], np.float32), k["weights"].shape)
-    s = pa_mqa_logits_fp8_exact(**k, head_order="pairwise")
+    s = pa_mqa_logits_fp8_scored(**k, head_order="pairwise")
     w = s.window
     assert np.array_equal(bits(s.emulated[w].astype(np.float64)), bits(s.value[w]))
 
 
-@pytest.mark.parametrize("qk_accum", ["exact", "two-dots"])
+@pytest.mark.parametrize("qk_accum", ["fp32-ksteps", "two-dots"])
 def test_sglang_profile_within_bound_and_paged(qk_accum: str) -> None:
     seed = 91
     case = lc.sglang_decode_case(seed, 3, 150, 32)
-    s = fp4_index_logits_decode_exact(**case.kwargs, qk_accum=qk_accum)
+    s = fp4_index_logits_decode_scored(**case.kwargs, qk_accum=qk_accum)
     assert_within(s, seed)
     lens = case.kwargs["lens"]
     assert np.array_equal(s.window.sum(axis=1), np.minimum(lens, 150))
@@ -328,7 +328,7 @@ def test_sglang_profile_within_bound_and_paged(qk_accum: str) -> None:
     req = np.array([2, 0, 1])
     req_table = np.zeros((3, 150), np.int64)
     req_table[req] = case.kwargs["slots"]
-    p = fp4_index_logits_paged_exact(case.kwargs["q"], case.kwargs["weights"], req, req_table, lens,
+    p = fp4_index_logits_paged_scored(case.kwargs["q"], case.kwargs["weights"], req, req_table, lens,
                                      case.kwargs["table"], 64, 150, 1, qk_accum=qk_accum)
     assert np.array_equal(bits(p.emulated), bits(s.emulated))
     plain = fp4_index_logits_decode(**case.kwargs, qk_accum=qk_accum)
@@ -338,7 +338,7 @@ def test_sglang_profile_within_bound_and_paged(qk_accum: str) -> None:
 def test_sglang_wide_spans_use_exact_integer_path() -> None:
     seed = 92
     case = lc.sglang_decode_case(seed, 1, 12, 16, spread=30)
-    s = fp4_index_logits_decode_exact(**case.kwargs)
+    s = fp4_index_logits_decode_scored(**case.kwargs)
     assert_within(s, seed)
     kv = oracle.dequantize_mx(oracle.pack_nibbles(case.k_codes), case.k_e8m0, "sglang-rne")
     n = int(min(case.kwargs["lens"][0], 12))

@@ -16,7 +16,8 @@ import pytest
 from mxgate import oracle
 from mxgate.oracle import _validate, exact, layouts, ops, profiles, scales
 from mxgate.oracle.formats import e2m1, e4m3
-from mxgate.oracle.ops import fastq, frontend, logits_sglang
+from mxgate.oracle.ops import fastq, frontend
+from mxgate.oracle.scorers import sglang as logits_sglang
 from mxgate.inputs import logits as lc
 from mxgate.inputs.indexer import IndexerConfig, make_case
 
@@ -106,12 +107,12 @@ FLAG_CALLS: list[tuple[str, Callable[[dict[str, Any]], Any], Callable[[], dict[s
     ("indexer preshuffle", lambda k: ops.indexer_qk_rope_quant_and_cache(**k), _indexer_fp8, "preshuffle"),
     ("indexer compute_all_q_rope", lambda k: ops.indexer_qk_rope_quant_and_cache(**k), _indexer_fp4,
      "compute_all_q_rope"),
-    ("fp4 decode emulate", lambda k: ops.pa_mqa_logits_fp4_exact(**k), _fp4_decode, "emulate"),
-    ("fp4 prefill emulate", lambda k: ops.pa_mqa_logits_fp4_prefill_exact(**k), _fp4_prefill, "emulate"),
+    ("fp4 decode emulate", lambda k: ops.pa_mqa_logits_fp4_scored(**k), _fp4_decode, "emulate"),
+    ("fp4 prefill emulate", lambda k: ops.pa_mqa_logits_fp4_prefill_scored(**k), _fp4_prefill, "emulate"),
     ("fp8 preshuffle", lambda k: ops.pa_mqa_logits_fp8(**k), _fp8_decode, "preshuffle"),
     ("fp8 Preshuffle", lambda k: ops.pa_mqa_logits_fp8(**k), _fp8_decode, "Preshuffle"),
-    ("fp8 emulate", lambda k: ops.pa_mqa_logits_fp8_exact(**k), _fp8_decode, "emulate"),
-    ("sglang emulate", lambda k: ops.fp4_index_logits_decode_exact(**k), _sglang_decode, "emulate"),
+    ("fp8 emulate", lambda k: ops.pa_mqa_logits_fp8_scored(**k), _fp8_decode, "emulate"),
+    ("sglang emulate", lambda k: ops.fp4_index_logits_decode_scored(**k), _sglang_decode, "emulate"),
 ]
 
 
@@ -434,7 +435,7 @@ OP_SIZE_CALLS: list[tuple[str, Callable[[], object], str]] = [
 
 
 def _scored() -> ops.ScoredLogits:
-    return ops.pa_mqa_logits_fp4_exact(**_fp4_decode())
+    return ops.pa_mqa_logits_fp4_scored(**_fp4_decode())
 
 
 @pytest.mark.parametrize("label, call, message", OP_SIZE_CALLS, ids=[c[0] for c in OP_SIZE_CALLS])
@@ -500,7 +501,8 @@ def test_op_scalars_accept_every_real_spelling_alike(name: str, call: Callable, 
 
 def test_the_validation_modules_share_the_scalar_checks() -> None:
     """logits_validate and the indexer's validation answer a bad scalar as _validate does."""
-    from mxgate.oracle.ops import logits_validate, validation
+    from mxgate.oracle.ops import indexer_checks as validation
+    from mxgate.oracle.scorers import common as logits_validate
 
     for bad in (float("nan"), HUGE_INT):
         with pytest.raises(ValueError) as shared:

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from mxgate.inputs import logits as lc
-from mxgate.oracle.ops import logits
-from mxgate.oracle.ops.topk import check_topk, topk_indices
+from mxgate.conformance.judge import check_topk
+from mxgate.oracle.scorers import aiter_fp4 as logits
+from mxgate.oracle.scorers.topk import topk_indices
 
 
 def test_topk_order_ties_to_lower_index_and_padding() -> None:
@@ -63,7 +64,7 @@ def test_check_counts_invalid_choices() -> None:
 def test_scorer_topk_of_emulated_order_passes_against_exact() -> None:
     seed = 12
     case = lc.fp4_decode_case(seed, 2, 1024, 2, 64)
-    s = logits.pa_mqa_logits_fp4_exact(**case.kwargs)
+    s = logits.pa_mqa_logits_fp4_scored(**case.kwargs)
     mine = topk_indices(s.emulated, 64, window=s.window)
     res = check_topk(s.value, s.bound, mine, 64, window=s.window)
     assert res.passed, f"seed {seed}: {res.reason}"

@@ -377,7 +377,7 @@ def test_matrix_renders_verdicts_reasons_and_profile_differences() -> None:
 
 
 def test_judging_vector_results_exact_acceptable_and_fail() -> None:
-    from mxgate.conformance.verdicts import judge_outputs
+    from mxgate.conformance.judge import judge_outputs
 
     vs = VectorSet(DATA)
     logits = next(c for c in vs.cases("logits") if c.op == "pa_mqa_logits_fp4.decode")

@@ -13,10 +13,11 @@ import pytest
 from mxgate import oracle
 from mxgate.oracle import layouts, profiles
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
-from mxgate.oracle.ops import logits_vllm as lv
+from mxgate.conformance.judge import check_paged_topk
+from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
 from mxgate.inputs import vllm as vc
-from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
+from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
 
 SEED = 20261201
 L = VllmFp4IndexerK()
@@ -96,7 +97,7 @@ def _brute(qp, qe, w, kp, ke) -> float:
 def test_ragged_exact_value_equals_brute_force(spread) -> None:
     case = vc.fp4_ragged_case(SEED + spread, 4, 23, 8, spread=spread)
     k = case.kwargs
-    sc = lv.fp4_ragged_logits_exact(**k)
+    sc = lv.fp4_ragged_logits_scored(**k)
     start = np.clip(k["cu_seqlen_ks"], 0, 23)
     end = np.maximum(np.clip(k["cu_seqlen_ke"], 0, 23), start)
     for r in range(4):
@@ -111,7 +112,7 @@ def test_ragged_exact_value_equals_brute_force(spread) -> None:
 def test_paged_exact_value_and_windows(ctx2d) -> None:
     case = vc.fp4_paged_case(SEED + 7, 2, 3, 4, 40, block_size=8, ctx2d=ctx2d, spread=2)
     k = case.kwargs
-    sc = lv.fp4_paged_logits_exact(**k)
+    sc = lv.fp4_paged_logits_scored(**k)
     ctx = k["context_lens"]
     packed, e8m0 = L.gather(k["kv_cache"], block_size=8)
     for r in range(6):
@@ -136,7 +137,7 @@ def test_paged_refuses_uncovered_tokens() -> None:
     k = dict(case.kwargs)
     k["block_tables"] = k["block_tables"][:, :3]
     with pytest.raises(ValueError, match="block_tables"):
-        lv.fp4_paged_logits_exact(**k)
+        lv.fp4_paged_logits_scored(**k)
 
 
 # ---- scorers: the bound ----------------------------------------------------------------------
@@ -160,7 +161,7 @@ def _fp32_alternative(sc, qv_: np.ndarray, kv_: np.ndarray, w: np.ndarray, r: in
 def test_bound_holds_for_other_orders_and_is_not_vacuous() -> None:
     case = vc.fp4_ragged_case(SEED + 3, 5, 120, 32, spread=3)
     k = case.kwargs
-    sc = lv.fp4_ragged_logits_exact(**k)
+    sc = lv.fp4_ragged_logits_scored(**k)
     kv_ = oracle.dequantize_mx(k["k_fp4"], k["k_e8m0"], "gfx950").astype(np.float64)
     for r in range(5):
         cols = np.flatnonzero(sc.window[r])
@@ -178,7 +179,7 @@ def test_bound_holds_for_other_orders_and_is_not_vacuous() -> None:
 
 
 def test_compare_verdicts() -> None:
-    sc = lv.fp4_ragged_logits_exact(**vc.fp4_ragged_case(SEED + 4, 3, 50, 8).kwargs)
+    sc = lv.fp4_ragged_logits_scored(**vc.fp4_ragged_case(SEED + 4, 3, 50, 8).kwargs)
     assert sc.compare(sc.emulated).verdict == "exact"
     nudged = sc.emulated.copy()
     win = np.argwhere(sc.window)[0]
@@ -201,25 +202,25 @@ def test_special_scale_bytes() -> None:
     k["k_e8m0"][3, 1] = 0xFF
     k["cu_seqlen_ks"][:] = 0
     k["cu_seqlen_ke"][:] = 10
-    sc = lv.fp4_ragged_logits_exact(**k)
+    sc = lv.fp4_ragged_logits_scored(**k)
     assert np.isnan(sc.value[:, 3]).all() and np.isinf(sc.bound[:, 3]).all()
     k["k_e8m0"][3, 1] = 0
-    zero = lv.fp4_ragged_logits_exact(**k, profile="triton-dot-scaled")
+    zero = lv.fp4_ragged_logits_scored(**k, profile="triton-dot-scaled")
     k2 = {n: (a.copy() if isinstance(a, np.ndarray) else a) for n, a in k.items()}
     k2["k_fp4"][3, 16:32] = 0  # group 1 of token 3 contributes nothing either way
-    dropped = lv.fp4_ragged_logits_exact(**k2)
+    dropped = lv.fp4_ragged_logits_scored(**k2)
     assert np.array_equal(zero.value[:, 3], dropped.value[:, 3])
 
 
 def test_fp8_wrapper_maps_vllm_windows() -> None:
     case = vc.fp8_paged_case(SEED + 6, 2, 2, 16, 100, block_size=32)
     k = case.kwargs
-    sc = lv.fp8_paged_logits_exact(**k)
-    ref = pa_mqa_logits_fp8_exact(k["q_fp8"], k["kv_cache"], k["weights"], k["context_lens"], k["block_tables"],
+    sc = lv.fp8_paged_logits_scored(**k)
+    ref = pa_mqa_logits_fp8_scored(k["q_fp8"], k["kv_cache"], k["weights"], k["context_lens"], k["block_tables"],
                                   k["max_context_len"], head_order="sequential", bound_model="any-order")
     assert np.array_equal(sc.window, ref.window) and np.array_equal(sc.value, ref.value)
     two = vc.fp8_paged_case(SEED + 6, 2, 2, 16, 100, block_size=32, ctx2d=True)
-    sc2 = lv.fp8_paged_logits_exact(**two.kwargs)
+    sc2 = lv.fp8_paged_logits_scored(**two.kwargs)
     assert sc2.window.sum(axis=1).tolist() == two.kwargs["context_lens"].reshape(-1).tolist()
 
 
@@ -227,15 +228,15 @@ def test_fp8_wrapper_maps_vllm_windows() -> None:
 
 
 def test_topk_check() -> None:
-    sc = lv.fp4_paged_logits_exact(**vc.fp4_paged_case(SEED + 8, 2, 1, 8, 200, block_size=16,
+    sc = lv.fp4_paged_logits_scored(**vc.fp4_paged_case(SEED + 8, 2, 1, 8, 200, block_size=16,
                                                        context_lens=np.array([200, 10])).kwargs, emulate=False)
     ref = oracle.ops.topk_indices(sc.value, 16, window=sc.window)
-    assert lv.check_paged_topk(sc, ref, 16).passed
+    assert check_paged_topk(sc, ref, 16).passed
     assert ref[1, 10:].tolist() == [-1] * 6  # a row with fewer window cells than k
     bad = ref.copy()
     worst = int(np.argmin(np.where(sc.window[0], sc.value[0], np.inf)))
     bad[0, 0] = worst  # the best cell replaced by the worst one
-    check = lv.check_paged_topk(sc, bad, 16)
+    check = check_paged_topk(sc, bad, 16)
     assert not check.passed and check.genuine_misses == 1
 
 

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from mxgate.conformance import outcome
-from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED
+from mxgate.conformance.judge import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED
 
 SCHEMA = "mxgate-conformance-matrix"
 VERSION = 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL
+from mxgate.conformance.judge import ACCEPTABLE, EXACT, FAIL
 
 EXIT_PASS = 0
 EXIT_FAIL = 1

@@ -32,7 +32,7 @@ import pytest
 
 from mxgate.conformance import hypothesis_settings, known_findings, outcome
 from mxgate.conformance import matrix as _matrix
-from mxgate.conformance.verdicts import FAIL, UNSUPPORTED, Verdict
+from mxgate.conformance.judge import FAIL, UNSUPPORTED, Verdict
 
 TIERS = ("quick", "default", "exhaustive")
 PROPERTY = "mxgate"

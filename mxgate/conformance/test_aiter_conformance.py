@@ -26,16 +26,16 @@ import numpy as np
 import pytest
 
 from mxgate.op_table import OpName
+from mxgate.oracle.geometry import HEAD_DIM, KV_BLOCK
 from mxgate import oracle
 from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.test_elements import _judge_mx
-from mxgate.conformance.verdicts import EXACT, FAIL, Verdict, combine, compare_arrays
+from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, logits_verdict as _logits_verdict
 from mxgate.oracle import layouts
 from mxgate.inputs import logits as lc
 from mxgate.inputs.boundaries import E2M1_MIDPOINTS, in_rms_contract, scale_blocks, scale_inputs, tie_probe
 from mxgate.inputs.strategies import float_blocks, rms_blocks
-from mxgate.oracle.ops import logits
-from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
+from mxgate.oracle import scorers as logits
 
 MX_OPS = (OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT, OpName.AITER_REF_QUANT_MXFP4_ROUND_DOWN, OpName.AITER_REF_QUANT_MXFP4_EVEN,
           OpName.AITER_REF_QUANT_MXFP4_CEIL, OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0, OpName.AITER_FP4_ACT_QUANT)
@@ -114,7 +114,6 @@ def test_e2m1_decode(backend, record, profile_override) -> None:
 PAGED_KV = OpName.AITER_CREATE_PAGED_PRESHUFFLE_KV_FP4
 KV_LAYOUT = OpName.AITER_KV_FP4_PRESHUFFLE_LAYOUT
 Q_SCALE = OpName.AITER_DSV4_SHUFFLE_SCALE
-KV_BLOCK = 64
 
 
 def _kv_bits(seed: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -133,7 +132,7 @@ def test_create_paged_preshuffle_kv_fp4(backend, record, profile_override, batch
     profile = _profile(backend, PAGED_KV, profile_override)
     seed = 9100 + batch * 10 + blocks
     rng = lc.rng_for(seed)
-    T, D = blocks * KV_BLOCK, 128
+    T, D = blocks * KV_BLOCK, HEAD_DIM
     bits = _kv_bits(seed, (batch, T, D))
     num_blocks = batch * blocks + 2
     table = rng.permutation(num_blocks)[: batch * blocks].reshape(batch, blocks).astype(np.int32)
@@ -191,13 +190,6 @@ MIXED = OpName.AITER_REF_MQA_LOGITS_MIXED
 FP8_RAGGED = OpName.AITER_FP8_MQA_LOGITS
 
 
-def _logits_verdict(check: logits.LogitsCheck) -> Verdict:
-    kind = {"exact": EXACT, "acceptable": "acceptable"}.get(check.verdict, FAIL)
-    first = check.first_outside or check.first_fill_changed
-    return Verdict(kind, check.reason, mismatches=check.outside + check.fill_changed, total=check.cells,
-                   first_mismatch=first)
-
-
 @pytest.mark.mxgate_op(MIXED)
 @pytest.mark.parametrize("cfg", [(2, 300, 1, 64), (2, 256, 2, 32), (3, 129, 1, 16)],
                          ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
@@ -205,7 +197,7 @@ def test_ref_mqa_logits_mixed(backend, record, cfg) -> None:
     B, ctx, next_n, H = cfg
     seed = 9400 + B + ctx + next_n + H
     case = lc.fp4_decode_case(seed, B, ctx, next_n, H)
-    scored = logits.pa_mqa_logits_fp4_exact(**case.kwargs, bound_model="any-order")
+    scored = logits.pa_mqa_logits_fp4_scored(**case.kwargs, bound_model="any-order")
     width = case.kwargs["max_seq_len"]
     T = case.k_codes.shape[1]
     kv_fp4 = np.zeros((B, width, 64), np.uint8)
@@ -239,7 +231,7 @@ def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int) -> tuple[dict
     q = oracle.encode_e4m3((qv / qs).astype(np.float32), "fn")
     w = (lc.bf16_values(lc.rng_for(seed + 3), (rows, heads), 0.1) * np.float32(2.0**-8)).astype(np.float32)
     lo, hi = np.maximum(starts, 0), np.clip(ends, 0, kv_len)
-    scored = pa_mqa_logits_fp8_exact(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
+    scored = logits.pa_mqa_logits_fp8_scored(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
                                      np.repeat(table, rows, axis=0), kv_len, bound_model="any-order")
     window = scored.window & (np.arange(kv_len)[None, :] >= lo[:, None])
     value = np.where(window, scored.value, -np.inf)

@@ -3,7 +3,7 @@
 A backend's op is called with AITER's keyword arguments (bf16 tensors as uint16 bit patterns,
 output buffers pre-filled with ``layouts.POISON``) and may write them in place or return the
 five outputs (``q_out, weights_out, kv_cache, q_scale_out, kv_cache_scale``). The verdict comes
-from ``oracle.ops.match_variants`` under the backend op's declared profile (or ``--profile``):
+from ``judge.match_variants`` under the backend op's declared profile (or ``--profile``):
 ``exact`` for the oracle's bytes, ``acceptable`` when every differing row matches a member of
 the rsqrt/FMA front-end envelope (the reason names it), ``fail`` otherwise, untouched bytes
 included.
@@ -24,8 +24,8 @@ from hypothesis import given
 
 from mxgate.op_table import OpName
 from mxgate.conformance.hypothesis_settings import suite_settings
-from mxgate.conformance.verdicts import EXACT, FAIL, Verdict
-from mxgate.oracle import ops, profiles
+from mxgate.conformance.judge import EXACT, FAIL, Verdict, envelope_verdict, match_variants
+from mxgate.oracle import profiles
 from mxgate.oracle.formats.bf16 import bf16_bits
 from mxgate.oracle.layouts import POISON
 from mxgate.inputs.indexer import (
@@ -56,14 +56,7 @@ def _run(backend, args: dict[str, Any]) -> Any:
 
 def judge(backend, args: dict[str, Any], profile: str) -> Verdict:
     """Run the backend on a copy of ``args`` and judge its outputs against the envelope."""
-    match = ops.match_variants(_run(backend, args), profile=profile, **args)
-    details: dict[str, object] = {"rows_by_member": match.counts}
-    first = None
-    if match.mismatch is not None:
-        details["output"] = match.mismatch[0]
-        first = match.mismatch[1]
-    return Verdict(match.status, match.reason, mismatches=match.mismatches, total=match.total,
-                   first_mismatch=first, details=details)
+    return envelope_verdict(match_variants(_run(backend, args), profile=profile, **args))
 
 
 @pytest.mark.parametrize("config", PR_FP4_CONFIGS, ids=[c.id for c in PR_FP4_CONFIGS])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mxgate.conformance.verdicts import UNSUPPORTED, Verdict, judge_outputs
+from mxgate.conformance.judge import UNSUPPORTED, Verdict, judge_outputs
 from mxgate.kernels.base import OutsideContract
 from mxgate.vectors.loader import Case, VectorSet
 
@@ -123,7 +123,8 @@ def test_vector_case(backend_name, vector_case, record, profile_override, reques
     for n in case.group["outputs"]:  # reference arrays ride along for the rules that use them
         actual.setdefault(n, expected[n])
     verdict = judge_outputs(expected, actual, case.group["compare"], result=result["result"],
-                            reason=result.get("reason", ""), alternatives=case.alternatives(profile))
+                            reason=result.get("reason", ""), alternatives=case.alternatives(profile),
+                            op=case.op, profile=profile)
     record(case.op, config_id, verdict, seed=seed, profile=profile)
 
 

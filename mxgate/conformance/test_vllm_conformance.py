@@ -3,7 +3,7 @@ backend implementing their ops: the FP4 paged and ragged scorers, the FP8 paged 
 fused top-k variants, the MXFP4 Q kernel and the MXFP4 K-cache insert.
 
 Scorers: ``exact`` when every window cell is bit-equal to the oracle's emulated order
-(mxgate.oracle.ops.logits_vllm: qk rounded once, relu, fl(relu * w), heads in sequence) and,
+(mxgate.oracle.scorers.vllm: qk rounded once, relu, fl(relu * w), heads in sequence) and,
 with ``clean_logits``, every other cell is -inf; ``acceptable`` when the window cells lie inside
 the rigorous bound (any float32 order of the 128 products and of the heads); else ``fail``.
 Without ``clean_logits`` the kernels leave cells outside the window as torch.empty gives them:
@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from mxgate.conformance.hypothesis_settings import search
-from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, combine, compare_arrays
+from mxgate.conformance.judge import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, check_paged_topk, combine, compare_arrays
+from mxgate.conformance.judge import logits_verdict as _logits_verdict, topk_verdict as _topk_verdict
 from mxgate import oracle
 from mxgate.inputs import vllm as vc
 from mxgate.inputs.strategies import vllm_paged_params, vllm_q_row_params, vllm_ragged_params
-from mxgate.oracle.ops import logits_vllm as lv
+from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
 from mxgate.kernels.vllm_triton import FP4_PAGED, FP4_RAGGED, FP8_PAGED, K_STORE, Q_QUANT, TILE_TOPK, TOPK  # noqa: E402
 
@@ -63,13 +64,6 @@ def _id(*parts: object) -> str:
     return "_".join(str(p) for p in parts)
 
 
-def _logits_verdict(check) -> Verdict:
-    kind = {"exact": EXACT, "acceptable": ACCEPTABLE}.get(check.verdict, FAIL)
-    first = check.first_outside or check.first_fill_changed
-    return Verdict(kind, check.reason, mismatches=check.outside + check.fill_changed, total=check.cells,
-                   first_mismatch=first)
-
-
 def _judge_scorer(run, scored, kwargs: dict) -> Verdict:
     """Two calls: clean_logits (cells outside the window must be -inf) and not (not judged)."""
     clean = _logits_verdict(scored.compare(np.asarray(run(**kwargs, clean_logits=True)), fill=-np.inf))
@@ -104,7 +98,7 @@ def test_fp4_paged(backend, record, profile_override, cfg) -> None:
     B, nn, H, ctx, bs, ctx2d, spread, pb = cfg
     seed = 42900 + B * 101 + nn * 13 + H + ctx + bs + spread + int(ctx2d)
     case = vc.fp4_paged_case(seed, B, nn, H, ctx, block_size=bs, ctx2d=ctx2d, spread=spread, page_bytes=pb)
-    scored = lv.fp4_paged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
     record(FP4_PAGED, f"{_paged_id(cfg)}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed,
            profile=prof)
 
@@ -118,7 +112,7 @@ def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs) -> Non
     prof = _profile_name(op, profile_override)
     seed = 42990 + len(next(iter(knobs)))
     case = vc.fp4_paged_case(seed, 3, 2, 64, 700, block_size=64)
-    scored = lv.fp4_paged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
     name = "-".join(f"{k}={v}" for k, v in knobs.items())
     record(FP4_PAGED, f"knobs_{name}_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
@@ -153,7 +147,7 @@ def test_fp4_paged_hypothesis(backend, record, profile_override, tier) -> None:
         seed, B, nn, H, bs, ctx2d, ctx, spread = params
         lens = np.array(ctx, np.int64).reshape((B, nn) if ctx2d else (B,))
         case = vc.fp4_paged_case(seed, B, nn, H, 200, block_size=bs, ctx2d=ctx2d, spread=spread, context_lens=lens)
-        scored = lv.fp4_paged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+        scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
         cid = _id(f"b{B}", f"n{nn}", f"h{H}", f"blk{bs}", "varlen" if ctx2d else "dense", f"spread{spread}",
                   "lens" + "-".join(map(str, ctx)))
         return cid, seed, _judge_scorer(op.run, scored, case.kwargs)
@@ -177,7 +171,7 @@ def test_fp4_ragged(backend, record, profile_override, cfg) -> None:
     S, N, H, spread, windows = cfg
     seed = 43100 + S * 7 + N + H + spread + len(windows)
     case = vc.fp4_ragged_case(seed, S, N, H, spread=spread, windows=windows)
-    scored = lv.fp4_ragged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+    scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
     record(FP4_RAGGED, f"{_ragged_id(cfg)}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed,
            profile=prof)
 
@@ -190,7 +184,7 @@ def test_fp4_ragged_launch_knobs(backend, record, profile_override, knobs) -> No
     prof = _profile_name(op, profile_override)
     seed = 43190
     case = vc.fp4_ragged_case(seed, 10, 600, 32, windows="random")
-    scored = lv.fp4_ragged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+    scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
     record(FP4_RAGGED, f"knobs_persistent2_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
            profile=prof)
@@ -207,7 +201,7 @@ def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
         if windows == "causal" and S > N:
             windows = "random"
         case = vc.fp4_ragged_case(seed, S, N, H, spread=spread, windows=windows)
-        scored = lv.fp4_ragged_logits_exact(**case.kwargs, profile=qv.profile(prof))
+        scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
         return _ragged_id((S, N, H, spread, windows)), seed, _judge_scorer(op.run, scored, case.kwargs)
 
     _hypothesis(record, FP4_RAGGED, prof, vllm_ragged_params(), judge)
@@ -227,21 +221,12 @@ def test_fp8_paged(backend, record, profile_override, cfg) -> None:
     B, nn, H, ctx, bs, ctx2d = cfg
     seed = 43300 + B + nn * 11 + H + ctx + bs + int(ctx2d)
     case = vc.fp8_paged_case(seed, B, nn, H, ctx, block_size=bs, ctx2d=ctx2d, variant=variant)
-    scored = lv.fp8_paged_logits_exact(**case.kwargs, variant=variant)
+    scored = lv.fp8_paged_logits_scored(**case.kwargs, variant=variant)
     cid = _id(f"b{B}", f"n{nn}", f"h{H}", f"ctx{ctx}", f"blk{bs}", "varlen" if ctx2d else "dense", variant)
     record(FP8_PAGED, f"{cid}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed, profile=prof)
 
 
 # ---- fused top-k -----------------------------------------------------------------------------
-
-
-def _topk_verdict(check) -> Verdict:
-    if not check.passed:
-        first = check.misses[0][:2] if check.misses else None
-        return Verdict(FAIL, check.reason, mismatches=check.genuine_misses + check.invalid, first_mismatch=first)
-    if check.accepted_swaps:
-        return Verdict(ACCEPTABLE, check.reason)
-    return Verdict(EXACT, total=int(check.overlap_per_row.size))
 
 
 @pytest.mark.mxgate_op(TOPK)
@@ -264,12 +249,12 @@ def _topk(backend, record, profile_override, cfg: tuple, name: str) -> None:
     B, nn, H, ctx, bs, k = cfg
     seed = 43500 + B + nn + H + ctx + bs + k
     case = vc.fp4_paged_case(seed, B, nn, H, ctx, block_size=bs)
-    scored = lv.fp4_paged_logits_exact(**case.kwargs, profile=qv.profile(prof), emulate=False)
+    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof), emulate=False)
     got = np.asarray(op.run(**case.kwargs, topk=k))
     if got.shape != (B * nn, k):
         verdict = Verdict(FAIL, f"indices shape {got.shape} != ({B * nn}, {k})")
     else:
-        verdict = _topk_verdict(lv.check_paged_topk(scored, got, k))
+        verdict = _topk_verdict(check_paged_topk(scored, got, k))
     cid = _id(f"b{B}", f"n{nn}", f"h{H}", f"ctx{ctx}", f"blk{bs}", f"k{k}")
     record(name, f"{cid}_seed{seed}", verdict, seed=seed, profile=prof)
 

@@ -17,7 +17,7 @@ from mxgate import oracle
 from mxgate.oracle import profiles
 from mxgate.oracle.formats.e2m1 import MIDPOINTS
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK
-from mxgate.conformance.verdicts import ACCEPTABLE, EXACT, Verdict, compare_arrays, combine
+from mxgate.conformance.judge import ACCEPTABLE, EXACT, Verdict, compare_store
 
 SEED = 20261129
 BLOCKS = 3
@@ -71,7 +71,7 @@ def test_writer_matches_oracle(op: str, plant_ties: bool, backend, record, profi
     slots = _slots(SEED, rows)
     actual = _as_tuple(declared.run(k, slots, *_buffers(op)))
     expected = _as_tuple(oracle_store(op, profile, k, slots))
-    verdict = combine([compare_arrays(e, a, name) for e, a, name in zip(expected, actual, ("payload", "scale"))])
+    verdict = compare_store(op, expected, actual, ("payload", "scale"), profile)
     record(op, f"{'ties' if plant_ties else 'random'}-T{rows}", verdict, seed=SEED, profile=profile)
 
 

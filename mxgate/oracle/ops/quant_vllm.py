@@ -41,7 +41,7 @@ from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
-from mxgate.oracle.ops import logits_validate as v
+from mxgate.oracle.scorers import common as v
 from mxgate.oracle.profiles_vllm import PROFILE_NAME, VLLM_ROCM  # noqa: F401 - the quantizer's rule
 
 K_DOMAIN = (2.0**-60, 2.0**36)  # |x| range (besides 0) where the K front end is an exact identity

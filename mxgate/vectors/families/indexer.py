@@ -146,7 +146,7 @@ def _envelope_splits(master: dict[str, np.ndarray], cfgs: list[dict[str, Any]]) 
     (q dtype, is_neox). Rows are independent and each config takes a subset of the master's
     rows, so a member whose values equal the default's here gives the default's bytes in every
     config: only the others need the op run per config."""
-    from mxgate.oracle.ops import frontend, matching
+    from mxgate.oracle.ops import frontend, members
 
     out: dict[tuple, dict[str, np.ndarray]] = {}
     for key in sorted({(c["q_dtype"], c["is_neox"]) for c in cfgs}):
@@ -154,7 +154,7 @@ def _envelope_splits(master: dict[str, np.ndarray], cfgs: list[dict[str, Any]]) 
         full = dict(cfg, tokens=max(c["tokens"] for c in cfgs), heads=max(c["heads"] for c in cfgs))
         inputs, scalars = _case_inputs(master, full)
         kwargs = dict(_viewed(inputs, cfg["q_dtype"]), **scalars)
-        out[key] = {v.name: matching.frontend_values(v, **kwargs) for v in frontend.VARIANTS}
+        out[key] = {v.name: members.frontend_values(v, **kwargs) for v in frontend.VARIANTS}
     return out
 
 

@@ -1,5 +1,5 @@
 """vLLM PR #42908's ROCm Triton scorers (``rocm_fp8_fp4_paged_mqa_logits.py``): FP4 paged MQA
-logits, ragged (prefill) FP4 MQA logits, FP8 paged logits, and the top-k of the first.
+logits, ragged (prefill) FP4 MQA logits, FP8 paged logits (the top-k of the first is judged by mxgate.conformance.judge).
 
 FP4 (paged and ragged): Q is packed E2M1 [rows, H, 64] with four e8m0 bytes per (row, head)
 (the kernels take them as one int32), K packed E2M1 with four e8m0 bytes per token
@@ -15,8 +15,8 @@ block ``block_tables[b, t // block_size]``, position t % block_size. Ragged row 
 [max(ks_i, 0), min(ke_i, N)). Cells outside the window are -inf when ``clean_logits`` and
 left as torch.empty gives them otherwise (not judged).
 
-Exact value X = sum_h relu(qk_h) w_h with each qk_h exact (dyadic) and the head sum in exact
-integers, rounded once to float64 (|value - X| <= 2^-53 |X|). Bound: ``logits_bound.decode_bound``
+Value X = sum_h relu(qk_h) w_h with each qk_h exact (dyadic) and the head sum in exact
+integers, rounded once to float64 (|value - X| <= 2^-53 |X|). Bound: ``arithmetic.decode_bound``
 with ws = 1 (products or fmas, any head order), the qk model ``bound_model`` (default
 "any-order": the 128 exact products summed in any float32 order, as a bf16-upcast MMA, an
 ieee tl.dot or a NumPy matmul may). The emulated order (the bit-exact target) is: qk rounded
@@ -31,7 +31,7 @@ integers.
 
 FP8 paged: the layout is ``aiter-fp8-kv`` ([num_blocks, block_size, D+4]: D fp8 codes a token,
 then one float32 scale a token); out = sum_h relu(fl(qk_h) * ks_t) * w_h, as
-``logits_fp8.pa_mqa_logits_fp8_exact`` models it, with vLLM's windows (2-D context_lens,
+``aiter_fp8.pa_mqa_logits_fp8_scored`` models it, with vLLM's windows (2-D context_lens,
 max_context_len clamp) mapped onto one query row per pseudo-batch.
 """
 
@@ -44,33 +44,28 @@ import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROW_GROUPS
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
-from mxgate.oracle.ops import logits_bound as lb
-from mxgate.oracle.ops import logits_validate as v
-from mxgate.oracle.ops.logits import ScoredLogits
-from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_of_exact, f32_parts, pow2_f64
-from mxgate.oracle.ops.logits_fp8 import pa_mqa_logits_fp8_exact
-from mxgate.oracle.ops.logits_order import HEAD_ORDERS, head_sum
-from mxgate.oracle.ops.topk import TopkCheck, check_topk
+from mxgate.oracle.scorers import arithmetic as ar
+from mxgate.oracle.scorers import common as v
+from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
+from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, head_sum, pow2_f64, weighted_sum_f64
+from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
 
-HEAD_DIM = 128
-GROUP = 32
-GROUPS = HEAD_DIM // GROUP
 SPAN_FAST = 24  # q' = sum_g I_g 2^(aq + ak) < 4 * 4608 * 2^24 < 2^39: exact in float64
 A_BITS = 39
 CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk
-_TWO_E2M1 = (2.0 * e2m1.VALUES).astype(np.float32)  # code -> 2 * value, integers in [-12, 12]
 LAYOUT = VllmFp4IndexerK()
 
 
 # ---- FP4 paged -------------------------------------------------------------------------------
 
 
-def fp4_paged_logits_exact(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray,
+def fp4_paged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray,
                            context_lens: np.ndarray, block_tables: np.ndarray, max_context_len: int, *,
-                           block_size: int = 64, head_order: str = "sequential", bound_model: str = "any-order",
+                           block_size: int = 64, head_order: str = "sequential", bound_model: str = ANY_ORDER,
                            emulate: bool = True, profile: str | _profiles.Profile = "gfx950") -> ScoredLogits:
-    """``rocm_fp8_fp4_paged_mqa_logits`` with FP4 Q: exact value, bound, emulated order.
+    """``rocm_fp8_fp4_paged_mqa_logits`` with FP4 Q: value, bound, emulated order.
 
     q_fp4 uint8 [B, next_n, H, 64]; q_e8m0 uint8 [B, next_n, H, 4]; kv_cache uint8
     [num_blocks, page_bytes] (vllm-fp4-indexer-k with this block_size); weights float32
@@ -109,9 +104,9 @@ def fp4_paged_logits_exact(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.n
 
 
 def fp4_paged_logits(*args: object, **kwargs: object) -> np.ndarray:
-    """The emulated order of ``fp4_paged_logits_exact`` (same arguments), float32, -inf
+    """The emulated order of ``fp4_paged_logits_scored`` (same arguments), float32, -inf
     outside the windows."""
-    return fp4_paged_logits_exact(*args, **kwargs).emulated  # type: ignore[arg-type]
+    return fp4_paged_logits_scored(*args, **kwargs).emulated  # type: ignore[arg-type]
 
 
 def paged_limits(context_lens: object, batch: int, next_n: int, max_context_len: int) -> np.ndarray:
@@ -148,20 +143,20 @@ def _check_blocks(bt: np.ndarray, batch: np.ndarray, end: np.ndarray, bs: int, n
 # ---- FP4 ragged ------------------------------------------------------------------------------
 
 
-def fp4_ragged_logits_exact(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.ndarray, k_e8m0: np.ndarray,
+def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.ndarray, k_e8m0: np.ndarray,
                             weights: np.ndarray, cu_seqlen_ks: np.ndarray, cu_seqlen_ke: np.ndarray, *,
-                            head_order: str = "sequential", bound_model: str = "any-order", emulate: bool = True,
+                            head_order: str = "sequential", bound_model: str = ANY_ORDER, emulate: bool = True,
                             profile: str | _profiles.Profile = "gfx950") -> ScoredLogits:
     """``rocm_fp4_mqa_logits``: q_fp4 uint8 [S, H, 64], q_e8m0 [S, H, 4], k_fp4 uint8 [N, 64],
     k_e8m0 [N, 4], weights float32 [S, H], cu_seqlen_ks / _ke int [S]. -> ScoredLogits [S, N]."""
     q = v.uint8(q_fp4, "q_fp4")
     qe = v.uint8(q_e8m0, "q_e8m0")
-    if q.ndim != 3 or q.shape[2] != HEAD_DIM // 2 or qe.shape != q.shape[:2] + (GROUPS,):
+    if q.ndim != 3 or q.shape[2] != HEAD_DIM // 2 or qe.shape != q.shape[:2] + (ROW_GROUPS,):
         raise ValueError(f"q_fp4 must be [S, H, 64] and q_e8m0 [S, H, 4], got {q.shape} and {qe.shape}")
     S, H = q.shape[:2]
     k = v.uint8(k_fp4, "k_fp4")
     ke = v.uint8(k_e8m0, "k_e8m0")
-    if k.ndim != 2 or k.shape[1] != HEAD_DIM // 2 or ke.shape != (k.shape[0], GROUPS):
+    if k.ndim != 2 or k.shape[1] != HEAD_DIM // 2 or ke.shape != (k.shape[0], ROW_GROUPS):
         raise ValueError(f"k_fp4 must be [N, 64] and k_e8m0 [N, 4], got {k.shape} and {ke.shape}")
     N = k.shape[0]
     w = _weights(weights, S, H)
@@ -181,16 +176,16 @@ def fp4_ragged_logits_exact(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nda
 
 
 def fp4_ragged_logits(*args: object, **kwargs: object) -> np.ndarray:
-    """The emulated order of ``fp4_ragged_logits_exact`` (same arguments)."""
-    return fp4_ragged_logits_exact(*args, **kwargs).emulated  # type: ignore[arg-type]
+    """The emulated order of ``fp4_ragged_logits_scored`` (same arguments)."""
+    return fp4_ragged_logits_scored(*args, **kwargs).emulated  # type: ignore[arg-type]
 
 
 # ---- FP8 paged -------------------------------------------------------------------------------
 
 
-def fp8_paged_logits_exact(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+def fp8_paged_logits_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
                            block_tables: np.ndarray, max_context_len: int, *, variant: str = "fn",
-                           head_order: str = "sequential", bound_model: str = "any-order",
+                           head_order: str = "sequential", bound_model: str = ANY_ORDER,
                            emulate: bool = True) -> ScoredLogits:
     """``rocm_fp8_fp4_paged_mqa_logits`` with FP8 Q: q_fp8 uint8 e4m3 codes [B, next_n, H, D],
     kv_cache uint8 [num_blocks, block_size, D+4] or [..., 1, D+4] (aiter-fp8-kv), weights
@@ -209,7 +204,7 @@ def fp8_paged_logits_exact(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.
     batch = np.repeat(np.arange(B), nn)
     if width == 0:
         return _empty(rows)
-    return pa_mqa_logits_fp8_exact(q.reshape(rows, 1, H, D), kv_cache, weights, end.astype(np.int32), bt[batch],
+    return pa_mqa_logits_fp8_scored(q.reshape(rows, 1, H, D), kv_cache, weights, end.astype(np.int32), bt[batch],
                                    width, variant=variant, head_order=head_order, bound_model=bound_model,
                                    emulate=emulate)
 
@@ -217,17 +212,6 @@ def fp8_paged_logits_exact(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.
 def _empty(rows: int) -> ScoredLogits:
     return ScoredLogits(np.zeros((rows, 0)), np.zeros((rows, 0)), np.zeros((rows, 0), bool),
                         np.zeros((rows, 0), np.float32))
-
-
-# ---- top-k -----------------------------------------------------------------------------------
-
-
-def check_paged_topk(scored: ScoredLogits, indices: np.ndarray, k: int) -> TopkCheck:
-    """Judge ``rocm_fp4_paged_mqa_logits_topk`` / ``_tile_topk`` indices [rows, >= k] as sets
-    against the exact logits, ties and near-ties inside the bound accepted (topk.check_topk);
-    rows with at most k window cells must list exactly those cells (then -1)."""
-    idx = np.asarray(indices)
-    return check_topk(scored.value, scored.bound, idx.astype(np.int64), k, window=scored.window)
 
 
 # ---- the engine ------------------------------------------------------------------------------
@@ -242,7 +226,7 @@ class _Opts:
 
     def __post_init__(self) -> None:
         v.choice(self.head_order, "head_order", HEAD_ORDERS)
-        v.choice(self.bound_model, "bound_model", lb.QK_MODELS)
+        v.choice(self.bound_model, "bound_model", QK_MODELS)
 
 
 @dataclass
@@ -258,7 +242,7 @@ class _Result:
                    np.full((rows, width), -np.inf, np.float32) if emulate else None)
 
     def scored(self, bound_model: str) -> ScoredLogits:
-        return ScoredLogits(self.value, self.bound, self.window, self.emulated, "exact", bound_model)
+        return ScoredLogits(self.value, self.bound, self.window, self.emulated, KSTEPS, bound_model)
 
 
 def _fp4_q4(q_fp4: object, q_e8m0: object) -> tuple[np.ndarray, np.ndarray, int]:
@@ -266,10 +250,10 @@ def _fp4_q4(q_fp4: object, q_e8m0: object) -> tuple[np.ndarray, np.ndarray, int]
     qe = v.uint8(q_e8m0, "q_e8m0")
     if q.ndim != 4 or q.shape[3] != HEAD_DIM // 2:
         raise ValueError(f"q_fp4 must have shape [B, next_n, H, 64], got {q.shape}")
-    if qe.shape != q.shape[:3] + (GROUPS,):
-        raise ValueError(f"q_e8m0 must have shape {q.shape[:3] + (GROUPS,)}, got {qe.shape}")
+    if qe.shape != q.shape[:3] + (ROW_GROUPS,):
+        raise ValueError(f"q_e8m0 must have shape {q.shape[:3] + (ROW_GROUPS,)}, got {qe.shape}")
     rows = q.shape[0] * q.shape[1]
-    return e2m1.unpack_nibbles(q.reshape(rows, q.shape[2], -1)), qe.reshape(rows, q.shape[2], GROUPS), rows
+    return e2m1.unpack_nibbles(q.reshape(rows, q.shape[2], -1)), qe.reshape(rows, q.shape[2], ROW_GROUPS), rows
 
 
 def _weights(weights: object, rows: int, heads: int) -> np.ndarray:
@@ -295,7 +279,7 @@ def _score_rows(qc: np.ndarray, qe: np.ndarray, w: np.ndarray, kc: np.ndarray, k
     chunk = max(16, CELLS_PER_CHUNK // max(1, R * H))
     q_exp, q_zero, q_nan = _decoded_exponents(qe, opts.profile)
     k_exp_all, k_zero_all, k_nan_all = _decoded_exponents(ke, opts.profile)
-    nq = _TWO_E2M1[qc].reshape(R, H, GROUPS, GROUP)
+    nq = TWO_E2M1[qc].reshape(R, H, ROW_GROUPS, GROUP)
     nq = np.where(q_zero[..., None], np.float32(0), nq)
     # per (row, head): smallest live group exponent and the offsets from it
     big = np.int64(1 << 20)
@@ -310,7 +294,7 @@ def _score_rows(qc: np.ndarray, qe: np.ndarray, w: np.ndarray, kc: np.ndarray, k
         if not inwin.any():
             continue
         k_exp, k_zero, k_nan = k_exp_all[lo:hi], k_zero_all[lo:hi], k_nan_all[lo:hi]
-        nk = _TWO_E2M1[kc[lo:hi]].reshape(hi - lo, GROUPS, GROUP)
+        nk = TWO_E2M1[kc[lo:hi]].reshape(hi - lo, ROW_GROUPS, GROUP)
         nk = np.where(k_zero[..., None], np.float32(0), nk)
         lk = np.where(k_zero | k_nan, big, k_exp).min(axis=1)
         lk = np.where(lk == big, -127, lk)
@@ -325,22 +309,22 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
     R, H = nq.shape[:2]
     Tc = nk.shape[0]
     # integer group dots I_g [G, R, H, Tc] and their absolute versions (exact in float32: < 2^13)
-    I = np.stack([(nq[:, :, g].reshape(R * H, GROUP) @ nk[:, g].T).reshape(R, H, Tc) for g in range(GROUPS)])
+    I = np.stack([(nq[:, :, g].reshape(R * H, GROUP) @ nk[:, g].T).reshape(R, H, Tc) for g in range(ROW_GROUPS)])
     J = np.stack([(np.abs(nq[:, :, g]).reshape(R * H, GROUP) @ np.abs(nk[:, g]).T).reshape(R, H, Tc)
-                  for g in range(GROUPS)])
+                  for g in range(ROW_GROUPS)])
     span = aq.max(axis=2)[:, :, None] + ak.max(axis=1)[None, None, :]  # [R, H, Tc]
     nan_cell = q_nan.any(axis=2)[:, :, None] | k_nan.any(axis=1)[None, None, :]
     fast = (span <= SPAN_FAST) & ~nan_cell
     shift = np.minimum(aq[:, :, :, None] + ak.T[None, None, :, :], SPAN_FAST)  # [R, H, G, Tc]
     qp = np.zeros((R, H, Tc))  # q' = qk * 2^-(lq + lk - 2), an exact integer on fast cells
-    for g in range(GROUPS):
+    for g in range(ROW_GROUPS):
         qp += I[g] * np.ldexp(1.0, shift[:, :, g, :])
     unit = pow2_f64(lq - 2)[:, :, None] * pow2_f64(lk)[None, None, :]  # qk = q' * unit, exactly
     qk = np.where(fast, qp * unit, np.nan)
     # |qk| parts for the bound, in float64 with every group's own power of two (any span)
     expo = q_exp[:, :, :, None] + k_exp.T[None, None, :, :] - 2  # [R, H, G, Tc]
-    dabs = sum(J[g] * np.ldexp(1.0, expo[:, :, g, :]) for g in range(GROUPS))
-    gabs = sum(np.abs(I[g]) * np.ldexp(1.0, expo[:, :, g, :]) for g in range(GROUPS))
+    dabs = sum(J[g] * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
+    gabs = sum(np.abs(I[g]) * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
     slow = ~fast & inwin[:, None, :]
     slow_cells = np.argwhere(slow.any(axis=1))  # (row, token) pairs needing Python integers
     qk32 = qk.astype(np.float32)
@@ -355,7 +339,7 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
                 qk[r, h, t] = float(value)
     # ---- exact value: sum_h relu(q') * w_h * 2^(lq_h - 2), then * 2^lk
     a = np.where(fast & (qp > 0), qp, 0.0)
-    y = exact_weighted_sum(a, A_BITS, mw, fw + lq - 2)  # [R, Tc]
+    y = weighted_sum_f64(a, A_BITS, mw, fw + lq - 2)  # [R, Tc]
     value = y * pow2_f64(lk)[None, :]
     for r, t in slow_cells:
         value[r, t] = _slow_value(exact_qk[(r, t)], w[r])
@@ -369,7 +353,7 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
     delta = _delta(opts.bound_model, qk, dabs, gabs)
     wabs = np.abs(w.astype(np.float64))[:, :, None]
     with np.errstate(invalid="ignore", over="ignore"):
-        bound = lb.decode_bound(R=(r_h * wabs).sum(axis=1), D=(delta * wabs).sum(axis=1), rho=r_h.sum(axis=1),
+        bound = ar.decode_bound(R=(r_h * wabs).sum(axis=1), D=(delta * wabs).sum(axis=1), rho=r_h.sum(axis=1),
                                 Delta=delta.sum(axis=1), value=value, ws=1.0, heads=H)
     no_claim = nan_cell.any(axis=1) | bad_w[:, None] | ~np.isfinite(value)
     bound = np.where(no_claim, np.inf, bound)
@@ -391,15 +375,15 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
 
 
 def _delta(model: str, qk: np.ndarray, dabs: np.ndarray, gabs: np.ndarray) -> np.ndarray:
-    """delta_h (float64 [R, H, Tc]) of the qk model (logits_bound.qk_delta): dabs = sum_d
+    """delta_h (float64 [R, H, Tc]) of the qk model (arithmetic.qk_delta): dabs = sum_d
     |q_d k_d|, gabs = sum_g |dot_g|."""
-    if model == "any-order":
+    if model == ANY_ORDER:
         kw = dict(qk_abs=None, group_abs=None, tile_abs=None, dim_abs=dabs)
-    elif model == "fp32-groups":
+    elif model == GROUPS:
         kw = dict(qk_abs=None, group_abs=gabs, tile_abs=None, dim_abs=None)
     else:
         kw = dict(qk_abs=np.abs(np.where(np.isfinite(qk), qk, 0.0)), group_abs=None, tile_abs=None, dim_abs=None)
-    d = lb.qk_delta(model, groups=GROUPS, k_tiles=1, head_dim=HEAD_DIM, **kw)
+    d = ar.qk_delta(model, groups=ROW_GROUPS, k_tiles=1, head_dim=HEAD_DIM, **kw)
     return np.where(np.isfinite(d), d, 0.0)
 
 
@@ -413,7 +397,7 @@ def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: 
             out.append(None)
             continue
         total = Fraction(0)
-        for g in range(GROUPS):
+        for g in range(ROW_GROUPS):
             total += int(I[g, h]) * Fraction(2) ** int(aq[h, g] + ak[g] + lq[h] + lk - 2)
         out.append(total)
     return out
@@ -433,4 +417,4 @@ def _f32_of_fraction(x: Fraction) -> np.float32:
     """The float32 nearest to a dyadic rational (denominator a power of two)."""
     den = x.denominator
     exp = -(den.bit_length() - 1)
-    return f32_of_exact(x.numerator, exp)
+    return f32_nearest(x.numerator, exp)

@@ -1,4 +1,5 @@
-"""Input checks of the scorer oracles, with the kernels' host-check rules and clear messages.
+"""What the scorer oracles share: the result type, the qk accumulation and bound model names,
+and the input checks with the kernels' host-check rules.
 
 Every check raises ``TypeError`` (wrong type or dtype) or ``ValueError`` (wrong shape or value)
 naming the argument, in the "<name> must ..." form used across mxgate.
@@ -13,6 +14,8 @@ import numpy as np
 # the shared checks; the scorers call flag, allocation and shown through this module (v.flag)
 from mxgate.oracle._validate import allocation, flag, integer, real, shown  # noqa: F401
 from mxgate.oracle._validate import choice as _choice
+from mxgate.oracle.formats import e2m1
+from mxgate.oracle.geometry import KV_BLOCK, TILE_K
 
 try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
     import ml_dtypes
@@ -21,25 +24,46 @@ try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
 except ImportError:  # pragma: no cover - exercised only without ml_dtypes
     _BF16 = None
 
-KV_BLOCK = 64  # the FP4 cache page, the only size the FP4 scorers accept
 MFMA_M = 16  # heads per MFMA tile
+TWO_E2M1 = (2.0 * e2m1.VALUES).astype(np.float32)  # code -> 2 * value, integers in [-12, 12]
 MAX_HEADS = 128  # the kernels hold at most 8 MFMA tiles of heads
-TILE_K = 128  # dims per MFMA K step (k_tiles = head_dim / 128)
+
+# qk accumulation inside the MFMA (the emulated order) and the qk models a bound may assume.
+# "fp32-ksteps": each 128-dim K step exact, rounded once into the float32 accumulator (for
+# head_dim 128 that is fl(qk)); "fp32-groups": each 32-dim group exact, rounded, summed left to
+# right; "any-order" (bounds only): every product exact, summed in any float32 order.
+KSTEPS = "fp32-ksteps"
+GROUPS = "fp32-groups"
+ANY_ORDER = "any-order"
+QK_ACCUM = (KSTEPS, GROUPS)
+QK_MODELS = (GROUPS, KSTEPS, ANY_ORDER)
 
 
 @dataclass(frozen=True)
-class Fp4Geometry:
-    """Shapes shared by the FP4 decode and prefill scorers."""
+class ScoredLogits:
+    """The oracle's answer for one scorer call, [rows, max_seq_len] each.
 
-    rows: int
-    heads: int
-    head_dim: int
-    k_tiles: int
-    groups: int
-    qs_pad: int
-    num_blocks: int
-    max_blocks: int
-    batch: int
+    value:    float64 value of the real-number result (float64 presentation), -inf outside the
+              window.
+    bound:    float64 rigorous bound on |fp32 result - value| (0 outside the window; +inf where
+              no finite claim is made).
+    window:   bool, the cells the kernel writes.
+    emulated: float32 emulated order (-inf outside the window), or None when not asked for.
+    """
+
+    value: np.ndarray
+    bound: np.ndarray
+    window: np.ndarray
+    emulated: np.ndarray | None
+    qk_accum: str = KSTEPS
+    bound_model: str = GROUPS
+
+    def compare(self, actual: np.ndarray, fill: np.ndarray | float | None = -np.inf):
+        """A backend's float32 output judged against this answer: the conformance judge's
+        ``compare_logits`` (mxgate.conformance.judge), returned as its ``LogitsCheck``."""
+        from mxgate.conformance.judge import compare_logits
+
+        return compare_logits(self, actual, fill=fill)
 
 
 def array(x: object, name: str) -> np.ndarray:

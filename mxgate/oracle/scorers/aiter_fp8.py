@@ -9,7 +9,7 @@ section 5 (``aiter-fp8-kv``, or ``-preshuffle``): per token, D fp8 codes and a f
     o   = fl(qk * k_scale)        relu          p = fl(relu(o) * w)
     out = sum_h p_h (float32, head_order), written iff t + (next_n - 1 - n) < ctx[b]
 
-Exact value X = sum_h relu(k_scale * qk_h) * w_h, summed in exact integers and rounded once
+Value X = sum_h relu(k_scale * qk_h) * w_h, summed in exact integers and rounded once
 to float64, then multiplied by |k_scale| (|value - X| <= 2^-51 |X|).
 Bound (any head order, qk model as for FP4):
     gamma_H (R + Do) + Do + 2 H eta,  Do = sum_h [|ks| (1+u) delta_h + u |ks| |qk_h| + eta] |w_h|,
@@ -27,14 +27,12 @@ import numpy as np
 
 from mxgate import oracle
 from mxgate.oracle import layouts
-from mxgate.oracle.ops import logits_bound as lb
-from mxgate.oracle.ops import logits_validate as v
-from mxgate.oracle.ops.logits import ScoredLogits
-from mxgate.oracle.ops.logits_exact import exact_weighted_sum, f32_parts
-from mxgate.oracle.ops.logits_order import HEAD_ORDERS, head_sum
+from mxgate.oracle.geometry import GROUP
+from mxgate.oracle.scorers import arithmetic as ar
+from mxgate.oracle.scorers import common as v
+from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_parts, weighted_sum_f64, head_sum
+from mxgate.oracle.scorers.common import GROUPS, KSTEPS, QK_ACCUM, QK_MODELS, ScoredLogits
 
-GROUP = 32
-QK_ACCUM = ("exact", "fp32-groups")
 _LSB = {"fn": 9, "fnuz": 10}  # smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz)
 _MAX_INT = {"fn": 448 * 512, "fnuz": 240 * 1024}  # the largest e4m3 magnitude in units of the lsb
 CELLS_PER_CHUNK = 1 << 18
@@ -43,7 +41,7 @@ CELLS_PER_CHUNK = 1 << 18
 def pa_mqa_logits_fp8(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
                       block_tables: np.ndarray, max_seq_len: int | None = None, *, next_n: int | None = None,
                       preshuffle: bool = False, variant: str = "fn", out: np.ndarray | None = None,
-                      qk_accum: str = "exact", head_order: str = "sequential", **launch: object) -> np.ndarray:
+                      qk_accum: str = KSTEPS, head_order: str = "sequential", **launch: object) -> np.ndarray:
     """The FP8 scorer in the emulated order -> float32 [B*next_n, max_seq_len].
 
     q_fp8: uint8 e4m3 codes (or an ml_dtypes float8 array) [B, next_n, H, D] or [B*next_n, H, D]
@@ -53,19 +51,19 @@ def pa_mqa_logits_fp8(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarr
     variant "fn" (gfx950, OCP) or "fnuz" (gfx942). out: written in window cells only.
     """
     s = _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
-               out, qk_accum, head_order, "fp32-groups", emulate=True, exact=False, launch=launch)
+               out, qk_accum, head_order, GROUPS, emulate=True, with_bound=False, launch=launch)
     return s.emulated
 
 
-def pa_mqa_logits_fp8_exact(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray,
+def pa_mqa_logits_fp8_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray,
                             context_lens: np.ndarray, block_tables: np.ndarray, max_seq_len: int | None = None,
                             *, next_n: int | None = None, preshuffle: bool = False, variant: str = "fn",
-                            qk_accum: str = "exact", head_order: str = "sequential",
-                            bound_model: str = "fp32-groups", emulate: bool = True,
+                            qk_accum: str = KSTEPS, head_order: str = "sequential",
+                            bound_model: str = GROUPS, emulate: bool = True,
                             **launch: object) -> ScoredLogits:
-    """Exact value, rigorous bound and (``emulate``) emulated order of the FP8 scorer."""
+    """Value, rigorous bound and (``emulate``) emulated order of the FP8 scorer."""
     return _score(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
-                  None, qk_accum, head_order, bound_model, emulate=emulate, exact=True, launch=launch)
+                  None, qk_accum, head_order, bound_model, emulate=emulate, with_bound=True, launch=launch)
 
 
 def _codes(x: object, name: str) -> np.ndarray:
@@ -79,7 +77,7 @@ def _codes(x: object, name: str) -> np.ndarray:
 
 def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
            block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool, variant: str,
-           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, exact: bool,
+           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, with_bound: bool,
            launch: dict) -> ScoredLogits:
     unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
     if unknown:
@@ -91,7 +89,7 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
     variant = v.choice(variant, "variant", ("fn", "fnuz"))
     qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
     head_order = v.choice(head_order, "head_order", HEAD_ORDERS)
-    bound_model = v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    bound_model = v.choice(bound_model, "bound_model", QK_MODELS)
     if next_n is not None:
         next_n = v.integer(next_n, "next_n", minimum=1)
     q = _codes(q_fp8, "q_fp8")
@@ -150,8 +148,8 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
 
     window = (np.arange(width)[None, :] < end[:, None])
     emu = (o if o is not None else np.full((rows, width), -np.inf, np.float32)) if emulate else None
-    value = np.full((rows, width), -np.inf) if exact else None
-    bound = np.zeros((rows, width)) if exact else None
+    value = np.full((rows, width), -np.inf) if with_bound else None
+    bound = np.zeros((rows, width)) if with_bound else None
     qv = oracle.decode_e4m3(q, variant).astype(np.float64)  # [rows, H, D]
     for b in range(B):
         T = int(ctx[b])
@@ -166,23 +164,23 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
         for lo in range(0, T, chunk):  # token chunks keep temporaries in cache
             hi = min(lo + chunk, T)
             res = _chunk(qv[r0:r0 + nn], kvals[lo:hi], ks[lo:hi], w[r0:r0 + nn], variant, qk_accum, head_order,
-                         bound_model, emulate, exact)
+                         bound_model, emulate, with_bound)
             win = window[r0:r0 + nn, lo:hi]
             for i in range(nn):
                 m = win[i]
                 cols = np.arange(lo, hi)[m]
                 if emulate:
                     emu[r0 + i, cols] = res[0][i, m]
-                if exact:
+                if with_bound:
                     value[r0 + i, cols] = res[1][i, m]
                     bound[r0 + i, cols] = res[2][i, m]
-    if not exact:
+    if not with_bound:
         return ScoredLogits(None, None, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
     return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)
 
 
 def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, variant: str, qk_accum: str,
-           head_order: str, bound_model: str, emulate: bool, exact: bool
+           head_order: str, bound_model: str, emulate: bool, with_bound: bool
            ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]
     -> (emulated float32 [n, Tc], value, bound)."""
@@ -195,7 +193,7 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
         qk = parts.sum(axis=0)  # exact: all partial sums are multiples of 2^-20 below 2^43
         emu = None
         if emulate:
-            if qk_accum == "exact":
+            if qk_accum == KSTEPS:
                 qk32 = qk.astype(np.float32)
             else:
                 qk32 = np.zeros((n, H, Tc), dtype=np.float32)
@@ -204,7 +202,7 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
             o = (qk32 + np.float32(0.0)) * ks[None, None, :]
             relu = np.maximum(o, np.float32(0.0)) + np.float32(0.0)
             emu = head_sum(relu * w[:, :, None], head_order)
-        if not exact:
+        if not with_bound:
             return emu, None, None
         lsb = _LSB[variant]
         nan = np.isnan(qk)
@@ -212,7 +210,7 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
         a = np.maximum(np.where(nan, 0.0, qk) * sgn[None, None, :] * math.ldexp(1.0, 2 * lsb), 0.0)  # integers
         a_bits = (D * _MAX_INT[variant] ** 2).bit_length()  # |qk| * 2^(2 lsb) <= D * max_int^2
         mw, fw, wfin = f32_parts(w)
-        y = exact_weighted_sum(a, a_bits, mw, fw) * math.ldexp(1.0, -2 * lsb)
+        y = weighted_sum_f64(a, a_bits, mw, fw) * math.ldexp(1.0, -2 * lsb)
         aks = np.abs(ks.astype(np.float64))
         value = y * aks[None, :]
         bad_cell = nan.any(axis=1) | ~np.isfinite(ks)[None, :] | ~wfin.all(axis=1)[:, None]
@@ -222,19 +220,19 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
             value = np.where(bad_cell, naive, value)
         r = a * math.ldexp(1.0, -2 * lsb) * aks[None, None, :]
         wabs = np.abs(w.astype(np.float64))[:, :, None]
-        if bound_model == "fp32-groups":
-            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=np.abs(parts).sum(axis=0), groups=G,
+        if bound_model == GROUPS:
+            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=np.abs(parts).sum(axis=0), groups=G,
                                 tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
-        elif bound_model == "exact":
-            delta = lb.qk_delta(bound_model, qk_abs=np.abs(qk), group_abs=None, groups=G, tile_abs=None,
+        elif bound_model == KSTEPS:
+            delta = ar.qk_delta(bound_model, qk_abs=np.abs(qk), group_abs=None, groups=G, tile_abs=None,
                                 k_tiles=1, dim_abs=None, head_dim=D)
         else:
             dabs = (np.abs(qv).reshape(n * H, D) @ np.abs(kv).T).reshape(n, H, Tc)
-            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=G, tile_abs=None, k_tiles=1,
+            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=G, tile_abs=None, k_tiles=1,
                                 dim_abs=dabs, head_dim=D)
-        delta_o = aks[None, None, :] * (1 + lb.U) * delta + lb.U * aks[None, None, :] * np.abs(qk) + lb.ETA
+        delta_o = aks[None, None, :] * (1 + ar.U) * delta + ar.U * aks[None, None, :] * np.abs(qk) + ar.ETA
         R = (r * wabs).sum(axis=1)
         Do = (np.where(nan, 0.0, delta_o) * wabs).sum(axis=1)
-        bound = lb.fp8_bound(R=R, Do=Do, value=value, heads=H, scale=R + Do)
+        bound = ar.fp8_bound(R=R, Do=Do, value=value, heads=H, scale=R + Do)
         bound = np.where(bad_cell, np.inf, bound)
     return emu, value, bound

@@ -8,10 +8,10 @@ paged: req_table[req[b], l * ratio] // ratio):
     acc    = dot(q_even, k_even) + dot(q_odd, k_odd)     (two fp32 MMAs; ``qk_accum``)
     s      = bf16(acc);  s = relu(s) keeping NaN;  p = bf16(s * w)
     logit  = bf16(sum_h p_h)   (fp32 sum, ``head_order``) as float32; -inf where l >= min(lens, L)
-qk_accum: "exact" (default: the 128 products exact, one rounding to fp32) or "two-dots" (the
+qk_accum: "fp32-ksteps" (default: the 128 products exact, one rounding to fp32) or "two-dots" (the
 even dot rounded, then the odd dot added with one rounding). Both unverified on the device.
-Exact value X = sum_h relu(qk_h) w_h (integers, one rounding). Bound (any fp32 order of the
-dots and of the head sum; ``bound_model`` "any-order" by default, see logits_bound):
+Value X = sum_h relu(qk_h) w_h (integers, one rounding). Bound (any fp32 order of the
+dots and of the head sum; ``bound_model`` "any-order" by default, see scorers.arithmetic):
     delta'_h = delta_h + u_b (|qk_h| + delta_h) + eta_b       (bf16 of the dot)
     u2 = u_b + u + u_b u                                        (fp32 product, then bf16)
     Dp = sum_h [delta'_h + u2 (r_h + delta'_h)] |w_h| + H (eta + eta_b)
@@ -22,7 +22,6 @@ u_b = 2^-8, eta_b = 2^-134.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
@@ -30,19 +29,21 @@ import numpy as np
 from mxgate import oracle
 from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle.ops import logits_bound as lb
-from mxgate.oracle.ops import logits_validate as v
-from mxgate.oracle.ops.logits import ScoredLogits
-from mxgate.oracle.ops.logits_exact import add_round_f32, bf16_parts, exact_weighted_sum, f32_of_exact, f32_parts, pow2_f64
-from mxgate.oracle.ops.logits_order import HEAD_ORDERS, head_sum
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROW_GROUPS, TOKEN_BYTES
+from mxgate.oracle.scorers import arithmetic as ar
+from mxgate.oracle.scorers import common as v
+from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, add_round_f32, bf16_parts, f32_nearest, f32_parts, head_sum
+from mxgate.oracle.scorers.arithmetic import pow2_f64, weighted_sum_f64
+from mxgate.oracle.scorers.common import ANY_ORDER, KSTEPS, QK_MODELS, ScoredLogits
 
-QK_ACCUM = ("exact", "two-dots")
+TWO_DOTS = "two-dots"
+QK_ACCUM = (KSTEPS, TWO_DOTS)
 SPAN_FAST = 34  # q and k exponent spans of one cell: 128 * 2^(8+sq) * 12 * 2^sk < 2^53
 CELLS_PER_CHUNK = 1 << 17
 
 
 def fp4_index_logits_decode(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray,
-                            table: np.ndarray, page_size: int, *, qk_accum: str = "exact",
+                            table: np.ndarray, page_size: int, *, qk_accum: str = KSTEPS,
                             head_order: str = "pairwise", profile: str | _profiles.Profile = "sglang-rne") -> np.ndarray:
     """sglang ``fp4_index_logits_decode`` -> float32 [B, L] (emulated order).
 
@@ -50,17 +51,17 @@ def fp4_index_logits_decode(q: np.ndarray, weights: np.ndarray, slots: np.ndarra
     (rounded to bf16 as the wrapper's ``.to(torch.bfloat16)``); slots int [B, L]; lens int [B];
     table uint8 [num_pages, page_size * 68]. profile: e8m0 byte 0 / 255 decoding.
     """
-    return _score(q, weights, slots, lens, table, page_size, qk_accum, head_order, profile, "any-order",
-                  emulate=True, exact=False).emulated
+    return _score(q, weights, slots, lens, table, page_size, qk_accum, head_order, profile, ANY_ORDER,
+                  emulate=True, with_bound=False).emulated
 
 
-def fp4_index_logits_decode_exact(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray,
-                                  table: np.ndarray, page_size: int, *, qk_accum: str = "exact",
+def fp4_index_logits_decode_scored(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray,
+                                  table: np.ndarray, page_size: int, *, qk_accum: str = KSTEPS,
                                   head_order: str = "pairwise", profile: str | _profiles.Profile = "sglang-rne",
-                                  bound_model: str = "any-order", emulate: bool = True) -> ScoredLogits:
-    """Exact value, bound and emulated order of ``fp4_index_logits_decode``."""
+                                  bound_model: str = ANY_ORDER, emulate: bool = True) -> ScoredLogits:
+    """Value, bound and emulated order of ``fp4_index_logits_decode``."""
     return _score(q, weights, slots, lens, table, page_size, qk_accum, head_order, profile, bound_model,
-                  emulate=emulate, exact=True)
+                  emulate=emulate, with_bound=True)
 
 
 def paged_slots(req: np.ndarray, req_table: np.ndarray, lens: np.ndarray, capacity: int, ratio: int = 1) -> np.ndarray:
@@ -94,24 +95,24 @@ def fp4_index_logits_paged(q: np.ndarray, weights: np.ndarray, req: np.ndarray, 
                                    page_size, **kw)  # type: ignore[arg-type]
 
 
-def fp4_index_logits_paged_exact(q: np.ndarray, weights: np.ndarray, req: np.ndarray, req_table: np.ndarray,
+def fp4_index_logits_paged_scored(q: np.ndarray, weights: np.ndarray, req: np.ndarray, req_table: np.ndarray,
                                  lens: np.ndarray, table: np.ndarray, page_size: int, capacity: int,
                                  ratio: int = 1, **kw: object) -> ScoredLogits:
-    return fp4_index_logits_decode_exact(q, weights, paged_slots(req, req_table, lens, capacity, ratio), lens,
+    return fp4_index_logits_decode_scored(q, weights, paged_slots(req, req_table, lens, capacity, ratio), lens,
                                          table, page_size, **kw)  # type: ignore[arg-type]
 
 
 def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
            page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile, bound_model: str, *,
-           emulate: bool, exact: bool) -> ScoredLogits:
+           emulate: bool, with_bound: bool) -> ScoredLogits:
     qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
     head_order = v.choice(head_order, "head_order", HEAD_ORDERS)
-    bound_model = v.choice(bound_model, "bound_model", lb.QK_MODELS)
+    bound_model = v.choice(bound_model, "bound_model", QK_MODELS)
     emulate = v.flag(emulate, "emulate")
     p = _profiles.get(profile)
     qb = v.bf16_bits(q, "q")
-    if qb.ndim != 3 or qb.shape[2] != 128:
-        raise ValueError(f"q must have shape [B, H, 128], got {qb.shape}")
+    if qb.ndim != 3 or qb.shape[2] != HEAD_DIM:
+        raise ValueError(f"q must have shape [B, H, {HEAD_DIM}], got {qb.shape}")
     B, H, D = qb.shape
     w = v.array(weights, "weights")
     wb = oracle.bf16_bits(w) if w.dtype == np.float32 else v.bf16_bits(w, "weights")
@@ -123,8 +124,8 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
         raise ValueError(f"slots must have {B} rows and lens shape ({B},), got {s.shape} and {n.shape}")
     page_size = v.positive_int(page_size, "page_size")
     tab = v.uint8(table, "table")
-    if tab.ndim != 2 or tab.shape[1] != page_size * 68:
-        raise ValueError(f"table must have shape [num_pages, page_size*68] = [*, {page_size * 68}], got {tab.shape}")
+    if tab.ndim != 2 or tab.shape[1] != page_size * TOKEN_BYTES:
+        raise ValueError(f"table must have shape [num_pages, page_size*{TOKEN_BYTES}] = [*, {page_size * TOKEN_BYTES}], got {tab.shape}")
     L = s.shape[1]
     window = np.arange(L)[None, :] < np.minimum(n, L)[:, None]
     total = tab.shape[0] * page_size
@@ -133,8 +134,8 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
         b, l = (int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"slots[{b}, {l}] = {int(s[b, l])} is not a slot of the table [0, {total})")
     emu = np.full((B, L), -np.inf, np.float32) if emulate else None
-    value = np.full((B, L), -np.inf) if exact else None
-    bound = np.zeros((B, L)) if exact else None
+    value = np.full((B, L), -np.inf) if with_bound else None
+    bound = np.zeros((B, L)) if with_bound else None
     lay = layouts.get("sglang-page68")
     qv = oracle.bf16_to_f32(qb)  # [B, H, D]
     mq, fq, qfin = bf16_parts(qb)
@@ -148,10 +149,10 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
         for lo in range(0, cols.size, chunk):
             c = cols[lo:lo + chunk]
             res = _chunk(qv[b], mq[b], fq[b], qfin[b], w32[b], wb[b], packed[lo:lo + chunk], e8m0[lo:lo + chunk],
-                         p, qk_accum, head_order, bound_model, emulate, exact)
+                         p, qk_accum, head_order, bound_model, emulate, with_bound)
             if emulate:
                 emu[b, c] = res[0]
-            if exact:
+            if with_bound:
                 value[b, c] = res[1]
                 bound[b, c] = res[2]
     return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
@@ -159,7 +160,7 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
 
 def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32: np.ndarray, wb: np.ndarray,
            packed: np.ndarray, e8m0: np.ndarray, p: _profiles.Profile, qk_accum: str, head_order: str,
-           bound_model: str, emulate: bool, exact: bool
+           bound_model: str, emulate: bool, with_bound: bool
            ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """One request, Tc positions. qv float32 [H, D] (bf16 values), mq / fq their integer parts,
     packed [Tc, 64], e8m0 [Tc, 4] -> (emulated float32 [Tc], value, bound)."""
@@ -185,7 +186,7 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
         do = qi[:, 1::2] @ ki[:, 1::2].T
         scale = pow2_f64(fqmin - 128)[:, None] * pow2_f64(lk)[None, :]  # qk = (de + do) * scale
         qk = (de + do) * scale
-        if qk_accum == "exact":
+        if qk_accum == KSTEPS:
             acc = qk.astype(np.float32)
         else:
             acc = add_round_f32((de * scale).astype(np.float32).astype(np.float64), do * scale)
@@ -200,12 +201,12 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
             prod = oracle.round_bf16((s * w32[:, None]).astype(np.float32), p)
             total = head_sum(prod[None], head_order)[0]
             emu = oracle.round_bf16(total, p)
-        if not exact:
+        if not with_bound:
             return emu, None, None
         a = np.maximum(np.where(slow, 0.0, de + do), 0.0)
         mw, fw, wfin = bf16_parts(wb)
         a_bits = max(1, int(a.max()).bit_length()) if a.size else 1  # a < 2^a_bits
-        y = exact_weighted_sum(a[None], a_bits, mw[None], (fqmin + fw)[None])[0] * pow2_f64(lk - 128)
+        y = weighted_sum_f64(a[None], a_bits, mw[None], (fqmin + fw)[None])[0] * pow2_f64(lk - 128)
         value = y
         if patch is not None:
             value[slow_cols] = patch[2]
@@ -215,30 +216,30 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
             value = np.where(bad, naive, value)
         r = np.maximum(np.where(np.isfinite(qk), qk, 0.0), 0.0)
         wabs = np.abs(w32.astype(np.float64))[:, None]
-        if bound_model == "any-order":
+        if bound_model == ANY_ORDER:
             dabs = (np.abs(qv.astype(np.float64)) @ np.abs(oracle.dequantize_mx(packed, e8m0, p).astype(np.float64)).T)
-            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=4, tile_abs=None, k_tiles=1,
+            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=4, tile_abs=None, k_tiles=1,
                                 dim_abs=dabs, head_dim=D)
-        elif bound_model == "exact":  # the two dots: gamma_2 (|even| + |odd|) + 2 eta
-            delta = lb.gamma(2) * (np.abs(de) + np.abs(do)) * scale + 2 * lb.ETA
+        elif bound_model == KSTEPS:  # the two dots: gamma_2 (|even| + |odd|) + 2 eta
+            delta = ar.gamma(2) * (np.abs(de) + np.abs(do)) * scale + 2 * ar.ETA
             if patch is not None:
-                delta[:, slow_cols] = lb.gamma(2) * patch[3] + 2 * lb.ETA
+                delta[:, slow_cols] = ar.gamma(2) * patch[3] + 2 * ar.ETA
         else:  # fp32-groups: per-group exact dots in any order (4 groups)
             gabs = np.zeros((H, Tc))
             for g in range(4):
                 sl = slice(32 * g, 32 * g + 32)
                 gabs += np.abs(qi[:, sl] @ ki[:, sl].T)
-            delta = lb.qk_delta(bound_model, qk_abs=None, group_abs=gabs * scale, groups=4, tile_abs=None,
+            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=gabs * scale, groups=4, tile_abs=None,
                                 k_tiles=1, dim_abs=None, head_dim=D)
             if patch is not None:
-                delta[:, slow_cols] = lb.qk_delta(bound_model, qk_abs=None, group_abs=patch[4], groups=4,
+                delta[:, slow_cols] = ar.qk_delta(bound_model, qk_abs=None, group_abs=patch[4], groups=4,
                                                   tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
         delta = np.where(np.isfinite(delta), delta, 0.0)
-        d1 = delta + lb.U_BF16 * (np.abs(np.where(np.isfinite(qk), qk, 0.0)) + delta) + lb.ETA_BF16
-        u2 = lb.U_BF16 + lb.U + lb.U_BF16 * lb.U
-        Dp = ((d1 + u2 * (r + d1)) * wabs).sum(axis=0) + H * (lb.ETA + lb.ETA_BF16)
-        P = ((1 + u2) * (r + d1) * wabs).sum(axis=0) + H * (lb.ETA + lb.ETA_BF16)
-        bound = lb.bf16_chain_bound(R=None, Dp=Dp, P=P, value=value, heads=H, scale=P + Dp)
+        d1 = delta + ar.U_BF16 * (np.abs(np.where(np.isfinite(qk), qk, 0.0)) + delta) + ar.ETA_BF16
+        u2 = ar.U_BF16 + ar.U + ar.U_BF16 * ar.U
+        Dp = ((d1 + u2 * (r + d1)) * wabs).sum(axis=0) + H * (ar.ETA + ar.ETA_BF16)
+        P = ((1 + u2) * (r + d1) * wabs).sum(axis=0) + H * (ar.ETA + ar.ETA_BF16)
+        bound = ar.bf16_chain_bound(R=None, Dp=Dp, P=P, value=value, heads=H, scale=P + Dp)
         bound = np.where(bad, np.inf, bound)
     return emu, value, bound
 
@@ -263,9 +264,9 @@ def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profile
         base = int(e.min())
         terms = c * (np.ones_like(e, dtype=object) << (e - base).astype(object))  # c * 2^(e - base)
         even, odd = terms[:, 0::2].sum(axis=1), terms[:, 1::2].sum(axis=1)
-        gsum = terms.reshape(H, 4, 32).sum(axis=2)
+        gsum = terms.reshape(H, ROW_GROUPS, GROUP).sum(axis=2)
         ok = bool(kfin.all()) and bool(qfin.all())
-        exact_sum = 0
+        value_sum = 0
         naive = 0.0
         for h in range(H):
             if not (ok or (qfin[h].all() and kfin.all())):
@@ -273,24 +274,24 @@ def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profile
                     qh, kt = qv[h].astype(np.float64), kvals[t].astype(np.float64)
                     e64, o64 = float((qh[0::2] * kt[0::2]).sum()), float((qh[1::2] * kt[1::2]).sum())
                     q64 = e64 + o64
-                    acc[h, j] = np.float32(q64) if qk_accum == "exact" else np.float32(np.float32(e64) + np.float32(o64))
+                    acc[h, j] = np.float32(q64) if qk_accum == KSTEPS else np.float32(np.float32(e64) + np.float32(o64))
                     naive += (q64 if q64 != q64 else max(q64, 0.0)) * float(w32[h])
                 qk[h, j], two[h, j], groups[h, j] = q64, abs(e64) + abs(o64), np.nan
                 continue
             tot = int(even[h]) + int(odd[h])
-            if qk_accum == "exact":
-                acc[h, j] = f32_of_exact(tot, base)
+            if qk_accum == KSTEPS:
+                acc[h, j] = f32_nearest(tot, base)
             else:
-                first = f32_of_exact(int(even[h]), base)
+                first = f32_nearest(int(even[h]), base)
                 fm, fe, _ = f32_parts(np.array([first], dtype=np.float32))
                 lo = min(int(fe[0]), base)
-                acc[h, j] = f32_of_exact((int(fm[0]) << (int(fe[0]) - lo)) + (int(odd[h]) << (base - lo)), lo)
+                acc[h, j] = f32_nearest((int(fm[0]) << (int(fe[0]) - lo)) + (int(odd[h]) << (base - lo)), lo)
             qk[h, j] = float(Fraction(tot) * Fraction(2) ** base)
             two[h, j] = float(Fraction(abs(int(even[h])) + abs(int(odd[h]))) * Fraction(2) ** base)
             groups[h, j] = float(Fraction(sum(abs(int(x)) for x in gsum[h])) * Fraction(2) ** base)
             if tot > 0:
                 wm, we, _ = f32_parts(np.array([w32[h]], dtype=np.float32))
-                exact_sum += Fraction(tot * int(wm[0])) * Fraction(2) ** (base + int(we[0]))
+                value_sum += Fraction(tot * int(wm[0])) * Fraction(2) ** (base + int(we[0]))
             naive += max(qk[h, j], 0.0) * float(w32[h])
-        value[j] = float(exact_sum) if (ok or np.isfinite(qk[:, j]).all()) else naive
+        value[j] = float(value_sum) if (ok or np.isfinite(qk[:, j]).all()) else naive
     return acc, qk, value, two, groups

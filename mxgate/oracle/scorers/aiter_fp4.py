@@ -1,0 +1,715 @@
+"""Paged MQA logits scorers (SPEC section 7): AITER ``pa_mqa_logits_fp4`` decode and prefill.
+
+Each scorer comes in two forms:
+
+* the **emulated order** (``pa_mqa_logits_fp4``, ``pa_mqa_logits_fp4_prefill``): float32 logits
+  rounded and summed exactly as the FlyDSL kernels do; the bit-exact target;
+* the **value and bound** (``pa_mqa_logits_fp4_scored``, ``pa_mqa_logits_fp4_prefill_scored``): the
+  real number X = weight_scale * sum_h relu(qk_h) * w_h with every qk_h the exact dot product of
+  the dequantized (dyadic) operands and the head sum done in exact integers, presented as
+  float64 (rounded once, then multiplied by weight_scale: |value - X| <= 2^-51 |X|), together
+  with a rigorous bound that any float32 evaluation honouring the contract meets, whatever
+  its head-summation order:
+
+      |out - X| <= max(B_dec, B_pre) + 2^-51 |value|, evaluated in float64 and multiplied by
+      (1 + 2^-40), where with u = 2^-24, eta = 2^-150, gamma_k = k u / (1 - k u),
+      r_h = relu(qk_h), R = sum_h r_h |w_h|, D = sum_h delta_h |w_h|, rho = sum_h r_h,
+      Delta = sum_h delta_h, H heads:
+      B_dec = (1+u) |ws| [gamma_H (R + D) + D + 2 H eta] + u |X| + eta
+      B_pre = gamma_H [(1+u)|ws|(R + D) + eta (rho + Delta)] + (1+u)|ws| D + eta Delta
+              + u |ws| R + eta (rho + 2 H)
+      delta_h (the qk model, ``bound_model``):
+        "fp32-groups" (default): gamma_G sum_g |dot_g| + G eta   (G = head_dim / 32 groups)
+        "fp32-ksteps":           gamma_k sum_kt |dot_kt| + k eta (k = head_dim / 128 MFMA steps)
+        "any-order":             gamma_D sum_d |q_d k_d| + D eta
+
+  B_dec is the decode arrangement (products, any-order sum, final * ws), B_pre the prefill one
+  (w' = fl(w ws) first, products or fmas); taking the larger lets a backend place ws either
+  way. The bound is +inf (no claim) for cells whose magnitudes come within 2^-3 of float32
+  overflow and for cells whose value is not finite. Derivation: docs/ops/logits.md.
+
+The qk accumulation inside the MFMA is a named option of the emulated order (``qk_accum``):
+"fp32-ksteps" (default; each 128-dim step exact, rounded once into the float32 accumulator, which
+for head_dim 128 is fl(exact qk)) or "fp32-groups" (each 32-dim group exact, rounded, added
+left to right: ((G0 + G1) + G2) + G3). SPEC 7.1: exact for D = 128 when the group scales are close,
+unverified otherwise.
+
+Windows: decode row r = b * next_n + n scores tokens t < ctx[b] - (next_n - 1 - n); prefill
+rows score [local_start, local_end). Only window cells are written: a caller's ``out`` keeps its
+bytes elsewhere; without ``out`` the buffer starts as -inf.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from mxgate.oracle import layouts
+from mxgate.oracle import profiles as _profiles
+from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.formats import e2m1
+from mxgate.oracle.geometry import GROUP, KV_BLOCK, TILE_K
+from mxgate.oracle.ops.f32math import fma32
+from mxgate.oracle.scorers import arithmetic as ar
+from mxgate.oracle.scorers import common as v
+from mxgate.oracle.scorers.arithmetic import (
+    add_round_f32,
+    bf16_parts,
+    f32_nearest,
+    f32_parts,
+    f64_nearest,
+    pow2_f64,
+    weighted_sum_f64,
+)
+from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, MFMA_M, QK_ACCUM, QK_MODELS, TWO_E2M1, ScoredLogits
+
+# ---- FP4 decode ----------------------------------------------------------------------------
+
+
+def pa_mqa_logits_fp4(q_fp4: np.ndarray, q_scale: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray,
+                      block_tables: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+                      max_seq_len: int | None = None, *, next_n: int | None = None,
+                      next_n_max: int | None = None, cu_seq_q: np.ndarray | None = None,
+                      weight_scale: float = 1.0, out: np.ndarray | None = None,
+                      qk_accum: str = KSTEPS, profile: str | _profiles.Profile = "gfx950",
+                      kv_block_size: int | None = None, **launch: object) -> np.ndarray:
+    """AITER ``flydsl_pa_mqa_logits_fp4_decode`` in the emulated order. -> float32 [rows, max_seq_len].
+
+    q_fp4 uint8 [B, next_n, H, D/2] or [B*next_n, H, D/2] (aiter-fp4-q rows); q_scale uint8
+    [B, next_n, k_tiles, 4, 16, QS_PAD] or [B*next_n, k_tiles, 4, 16, QS_PAD] (aiter-fp4-q-scale);
+    kv_cache uint8 [num_blocks, k_tiles, 4, 64, 16], kv_scale uint8 [num_blocks, k_tiles, 4, 64]
+    (aiter-fp4-kv / -kv-scale); block_tables int [B, max_blocks]; weights bf16 [rows, H]
+    (ml_dtypes.bfloat16 or uint16 bits); context_lens int [B]; weight_scale rounded to float32.
+    next_n (alias next_n_max) is needed for 3-D q cu_seq_q int [B+1]: ragged decode (row
+    cu[b] + n, n < qlen_b, scores t < ctx[b] - (qlen_b - 1 - n)). out: float32 [rows, max_seq_len],
+    written in its window cells only. qk_accum: "fp32-ksteps" (default) or "fp32-groups".
+    Launch keywords of the kernel (block_k, num_warps, parallel_unit_num, split_ctx_len, stream)
+    are accepted and do not change the result.
+    """
+    call = _decode_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                        next_n if next_n is not None else next_n_max, cu_seq_q, weight_scale, out, kv_block_size,
+                        launch)
+    opts = _options("decode", qk_accum, GROUPS, emulate=True, with_bound=False, profile=profile)
+    return score(*call.args, call.plan, call.width, opts, call.out).emulated
+
+
+def pa_mqa_logits_fp4_scored(q_fp4: np.ndarray, q_scale: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray,
+                            block_tables: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+                            max_seq_len: int | None = None, *, next_n: int | None = None,
+                            next_n_max: int | None = None, cu_seq_q: np.ndarray | None = None,
+                            weight_scale: float = 1.0, qk_accum: str = KSTEPS,
+                            bound_model: str = GROUPS, emulate: bool = True,
+                            profile: str | _profiles.Profile = "gfx950", kv_block_size: int | None = None,
+                            _force_slow: bool = False, **launch: object) -> ScoredLogits:
+    """The exact value and rigorous bound of the decode scorer (and, with ``emulate``, the
+    emulated order), same arguments as ``pa_mqa_logits_fp4``.
+
+    bound_model: the qk model the bound assumes: "fp32-groups" (default), "fp32-ksteps", "any-order".
+    """
+    call = _decode_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, context_lens, max_seq_len,
+                        next_n if next_n is not None else next_n_max, cu_seq_q, weight_scale, None, kv_block_size,
+                        launch)
+    opts = _options("decode", qk_accum, bound_model, emulate=emulate, with_bound=True, profile=profile,
+                    force_slow=_force_slow)
+    res = score(*call.args, call.plan, call.width, opts, None)
+    return ScoredLogits(res.value, res.bound, res.window, res.emulated, qk_accum, bound_model)
+
+
+# ---- FP4 prefill ---------------------------------------------------------------------------
+
+
+def pa_mqa_logits_fp4_prefill(q_fp4: np.ndarray, q_scale: np.ndarray, kv_cache: np.ndarray,
+                              kv_scale: np.ndarray, block_tables: np.ndarray, weights: np.ndarray,
+                              row_info: np.ndarray, max_seq_len: int | None = None, *,
+                              weight_scale: float = 1.0, out: np.ndarray | None = None,
+                              qk_accum: str = KSTEPS, profile: str | _profiles.Profile = "gfx950",
+                              kv_block_size: int | None = None, **launch: object) -> np.ndarray:
+    """AITER ``flydsl_pa_mqa_logits_fp4_prefill`` in the emulated order. -> float32 [rows, max_seq_len].
+
+    q_fp4 uint8 [rows, H, D/2], q_scale uint8 [rows, k_tiles, 4, 16, QS_PAD], weights bf16
+    [rows, H], row_info int [rows, 4] = (batch_id, local_start, local_end, reserved): row i
+    scores tokens [local_start, local_end) of its batch. w' = fl(w * weight_scale) is folded
+    first and the heads accumulate with fma(relu(qk), w', acc) in the decode order; no final
+    multiply. Other arguments as ``pa_mqa_logits_fp4``.
+    """
+    call = _prefill_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_info, max_seq_len,
+                         weight_scale, out, kv_block_size, launch)
+    opts = _options("prefill", qk_accum, GROUPS, emulate=True, with_bound=False, profile=profile)
+    return score(*call.args, call.plan, call.width, opts, call.out).emulated
+
+
+def pa_mqa_logits_fp4_prefill_scored(q_fp4: np.ndarray, q_scale: np.ndarray, kv_cache: np.ndarray,
+                                    kv_scale: np.ndarray, block_tables: np.ndarray, weights: np.ndarray,
+                                    row_info: np.ndarray, max_seq_len: int | None = None, *,
+                                    weight_scale: float = 1.0, qk_accum: str = KSTEPS,
+                                    bound_model: str = GROUPS, emulate: bool = True,
+                                    profile: str | _profiles.Profile = "gfx950",
+                                    kv_block_size: int | None = None, _force_slow: bool = False,
+                                    **launch: object) -> ScoredLogits:
+    """Exact value and bound of the prefill scorer (X = weight_scale * sum_h relu(qk_h) w_h, as
+    for decode); same arguments as ``pa_mqa_logits_fp4_prefill``."""
+    call = _prefill_call(q_fp4, q_scale, kv_cache, kv_scale, block_tables, weights, row_info, max_seq_len,
+                         weight_scale, None, kv_block_size, launch)
+    opts = _options("prefill", qk_accum, bound_model, emulate=emulate, with_bound=True, profile=profile,
+                    force_slow=_force_slow)
+    res = score(*call.args, call.plan, call.width, opts, None)
+    return ScoredLogits(res.value, res.bound, res.window, res.emulated, qk_accum, bound_model)
+
+
+# ---- argument handling -------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    args: tuple
+    plan: Plan
+    width: int
+    out: np.ndarray | None
+
+
+def _options(mode: str, qk_accum: str, bound_model: str, *, emulate: bool, with_bound: bool,
+             profile: str | _profiles.Profile, force_slow: bool = False) -> Options:
+    qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
+    bound_model = v.choice(bound_model, "bound_model", QK_MODELS)
+    return Options(mode, qk_accum, bound_model, v.flag(emulate, "emulate"), with_bound, _profiles.get(profile),
+                   v.flag(force_slow, "_force_slow"))
+
+
+def _launch(launch: dict, kv_block_size: int | None) -> None:
+    allowed = {"block_k", "num_warps", "parallel_unit_num", "split_ctx_len", "stream"}
+    unknown = sorted(set(launch) - allowed)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
+    if kv_block_size is not None and v.integer(kv_block_size, "kv_block_size") != KV_BLOCK:
+        raise ValueError(f"kv_block_size must be {KV_BLOCK}, got {kv_block_size}")
+
+
+def _common(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, weights: object,
+            next_n: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
+    q, qs, rows, implied = v.fp4_q(q_fp4, q_scale, next_n)
+    H, D = q.shape[1], 2 * q.shape[2]
+    num_blocks = v.fp4_kv(kv_cache, kv_scale, D)
+    w = v.weights_bf16(weights, rows, H)
+    (q_e8m0,) = layouts.get("aiter-fp4-q-scale").gather(qs, num_heads=H)
+    return q, q_e8m0, w, rows, implied, num_blocks
+
+
+def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, block_tables: object,
+                 weights: object, context_lens: object, max_seq_len: int | None, next_n: int | None,
+                 cu_seq_q: object, weight_scale: float, out: object, kv_block_size: int | None,
+                 launch: dict) -> _Call:
+    _launch(launch, kv_block_size)
+    q, q_e8m0, w, rows, implied, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n)
+    bt = v.integers(block_tables, "block_tables", 2)
+    ctx = v.integers(context_lens, "context_lens", 1)
+    B = ctx.shape[0]
+    if bt.shape[0] != B:
+        raise ValueError(f"block_tables must have {B} rows (one per context_lens entry), got {bt.shape[0]}")
+    width = v.seq_len(max_seq_len, out)
+    v.allocation(rows * width, 8, f"max_seq_len={v.shown(width)}", f"the logits of {rows} rows")
+    if ctx.size and (ctx.min() < 0 or ctx.max() > width):
+        b = int(np.argmax((ctx < 0) | (ctx > width)))
+        raise ValueError(f"context_lens[{b}] = {int(ctx[b])} must lie in [0, max_seq_len={width}]")
+    ws = v.real_f32(weight_scale, "weight_scale")
+    if cu_seq_q is None:
+        nn = implied or (v.positive_int(next_n, "next_n") if next_n is not None else None)
+        if nn is None:
+            raise TypeError("next_n (or next_n_max) must be given for a 3-D q_fp4 [B*next_n, H, D/2]")
+        if rows != B * nn:
+            raise ValueError(f"q_fp4 must have batch*next_n = {B}*{nn} = {B * nn} rows, got {rows}")
+        batch = np.repeat(np.arange(B), nn)
+        n = np.tile(np.arange(nn), B)
+        end = np.maximum(ctx[batch] - (nn - 1 - n), 0)
+    else:
+        cu = v.integers(cu_seq_q, "cu_seq_q", 1)
+        if cu.shape[0] != B + 1 or cu[0] != 0 or np.any(np.diff(cu) < 0) or cu[-1] > rows:
+            raise ValueError(f"cu_seq_q must be a non-decreasing [B+1] = [{B + 1}] prefix sum from 0 "
+                             f"to at most {rows} rows, got {cu.tolist()}")
+        qlen = np.diff(cu)
+        nn_max = next_n if next_n is not None else (int(qlen.max()) if B else 0)
+        if qlen.size and qlen.max() > nn_max:
+            raise ValueError(f"cu_seq_q gives a batch {int(qlen.max())} rows, more than next_n_max={nn_max}")
+        batch = np.full(rows, -1)
+        end = np.zeros(rows, dtype=np.int64)
+        for b in range(B):  # rows per batch: a short loop over batches, not tokens
+            n = np.arange(qlen[b])
+            batch[cu[b]:cu[b + 1]] = b
+            end[cu[b]:cu[b + 1]] = np.maximum(ctx[b] - (qlen[b] - 1 - n), 0)
+        live = batch >= 0
+        batch, end = np.where(live, batch, 0), np.where(live, end, 0)
+    start = np.zeros(rows, dtype=np.int64)
+    v.block_coverage(bt, batch, start, end, num_blocks)
+    o = v.out_buffer(out, rows, width) if out is not None else None
+    plan = Plan(batch.astype(np.int64), start, end.astype(np.int64))
+    return _Call((q, q_e8m0, kv_cache, kv_scale, bt, w, ws), plan, width, o)
+
+
+def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, block_tables: object,
+                  weights: object, row_info: object, max_seq_len: int | None, weight_scale: float, out: object,
+                  kv_block_size: int | None, launch: dict) -> _Call:
+    _launch(launch, kv_block_size)
+    if isinstance(q_fp4, np.ndarray) and q_fp4.ndim != 3:
+        raise ValueError(f"q_fp4 must have shape [rows, H, D/2] for prefill, got {q_fp4.shape}")
+    q, q_e8m0, w, rows, _, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, None)
+    bt = v.integers(block_tables, "block_tables", 2)
+    info = v.integers(row_info, "row_info", 2)
+    if info.shape[0] < rows or info.shape[1] != 4:
+        raise ValueError(f"row_info must have shape [>= {rows}, 4] (batch_id, local_start, local_end, "
+                         f"reserved), got {info.shape}")
+    info = info[:rows]
+    width = v.seq_len(max_seq_len, out)
+    v.allocation(rows * width, 8, f"max_seq_len={v.shown(width)}", f"the logits of {rows} rows")
+    batch, start, end = info[:, 0], info[:, 1], info[:, 2]
+    bad = (batch < 0) | (batch >= bt.shape[0])
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise ValueError(f"row_info[{r}, 0] = {int(batch[r])} must be a batch index in [0, {bt.shape[0]})")
+    bad = (start < 0) | (end < start) | (end > width)
+    if bad.any():
+        r = int(np.argmax(bad))
+        raise ValueError(f"row_info[{r}] window [{int(start[r])}, {int(end[r])}) must satisfy "
+                         f"0 <= local_start <= local_end <= max_seq_len={width}")
+    ws = v.real_f32(weight_scale, "weight_scale")
+    live = end > start
+    v.block_coverage(bt, batch[live], start[live], end[live], num_blocks)
+    o = v.out_buffer(out, rows, width) if out is not None else None
+    plan = Plan(batch, start, end)
+    return _Call((q, q_e8m0, kv_cache, kv_scale, bt, w, ws), plan, width, o)
+
+
+# ---- the engine shared by decode and prefill ---------------------------------------------------
+# For each row r (a query token) and each token t of its window, with D = head_dim, G = D/32
+# groups and H heads:
+#     I_g[h, t]  = sum_{d in g} nq[h, d] * nk[t, d]          (nq, nk = 2 * E2M1 value, integers)
+#     qk[h, t]   = sum_g I_g * 2^(eq[h, g] + ek[t, g] - 256)  (exact real value)
+# Fast path (every (row, head, token) whose group exponents span at most SPAN_FAST binades):
+#   * the four group dots come from float32 matmuls with each operand pre-scaled by
+#     2^(e - min_g e) of its own row: all partial sums are (integer < 2^13) * 2^k, exact in
+#     float32 in any order (BLAS may block or fuse as it likes);
+#   * q' = sum_g I'_g in float64 is an integer below G * 4608 * 2^span <= 2^45: exact;
+#   * qk = q' * 2^(Lq + Lk - 256) exactly (a power-of-two scaling of a float64).
+# The emulated order then rounds and sums in float32 exactly as SPEC section 7 states; the
+# value sums relu(q') * mantissa(w) * 2^(...) over heads with exact integers
+# (arithmetic.weighted_sum_f64) and rounds once to float64.
+# Slow path (wider spans, 0xFF scale bytes, non-finite weights, or on request): Python integers
+# and fractions per cell, the same semantics; it doubles as an independent model in the tests.
+
+STEP_GROUPS = TILE_K // GROUP  # groups per MFMA K step
+I_MAX = GROUP * 12 * 12  # largest |I_g|: 32 products of two values in [-12, 12]
+CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk: temporaries stay in cache
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every row scores: tokens [start, end) of batch ``batch`` (ends already clipped)."""
+
+    batch: np.ndarray  # int64 [R]
+    start: np.ndarray  # int64 [R]
+    end: np.ndarray  # int64 [R]
+
+
+@dataclass
+class Result:
+    emulated: np.ndarray | None  # float32 [R, width]
+    value: np.ndarray | None  # float64 [R, width]
+    bound: np.ndarray | None  # float64 [R, width]
+    window: np.ndarray  # bool [R, width]
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: str  # "decode" (final * ws) or "prefill" (w' = fl(w ws), fma chain)
+    qk_accum: str
+    bound_model: str
+    emulate: bool
+    with_bound: bool  # compute the value and the bound
+    profile: _profiles.Profile
+    force_slow: bool = False
+
+
+def span_fast(groups: int) -> int:
+    """Largest exponent span of one (row, head, token) for which the fast path is exact:
+    relu(q') * |mantissa(w)| < G * 4608 * 2^span * 256 must stay below 2^53."""
+    return 53 - (groups * I_MAX * 256 - 1).bit_length()  # integer ceil(log2)
+
+
+def score(q_packed: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray,
+          block_tables: np.ndarray, w_bits: np.ndarray, ws: np.float32, plan: Plan, width: int,
+          opts: Options, out: np.ndarray | None) -> Result:
+    """Score every row over its window. ``out`` (float32 [R, width]) receives the emulated
+    order in its window cells only; without it a fresh -inf buffer is used."""
+    R, H, half = q_packed.shape
+    D = 2 * half
+    window = np.zeros((R, width), dtype=bool)
+    cols = np.arange(width)
+    window[:] = (cols >= plan.start[:, None]) & (cols < plan.end[:, None])
+    res = Result(
+        emulated=(out if out is not None else np.full((R, width), -np.inf, np.float32)) if opts.emulate else None,
+        value=np.full((R, width), -np.inf) if opts.with_bound else None,
+        bound=np.zeros((R, width)) if opts.with_bound else None,
+        window=window,
+    )
+    tasks = []
+    for b in np.unique(plan.batch):
+        rows = np.flatnonzero((plan.batch == b) & (plan.end > plan.start))
+        if rows.size:
+            tasks.append(_Group(rows, int(b), q_packed, q_e8m0, w_bits, ws, plan, D, opts))
+    for task in tasks:
+        task.run(kv_cache, kv_scale, block_tables, res, opts)
+    return res
+
+
+class _Group:
+    """The rows of one batch, scored together against that batch's KV tokens."""
+
+    def __init__(self, rows: np.ndarray, b: int, q_packed: np.ndarray, q_e8m0: np.ndarray,
+                 w_bits: np.ndarray, ws: np.float32, plan: Plan, D: int, opts: Options) -> None:
+        self.rows, self.b, self.D = rows, b, D
+        self.G = D // GROUP
+        self.k_tiles = D // TILE_K
+        self.H = q_packed.shape[1]
+        self.ws = ws
+        self.start, self.end = plan.start[rows], plan.end[rows]
+        self.span_fast = span_fast(self.G)
+        p = opts.profile
+        codes = e2m1.unpack_nibbles(q_packed[rows])  # [Rb, H, D]
+        self.nq_int = TWO_E2M1[codes]  # float32 integers
+        eq = q_e8m0[rows].astype(np.int64)  # [Rb, H, G]
+        self.eq = eq
+        self.q_special = (eq == 0xFF).any(axis=2)  # [Rb, H]
+        zero = (eq == 0) if p.byte0 == "zero" else np.zeros(eq.shape, bool)
+        self.q_zero = zero
+        lq, aq, spq = _offsets(eq, zero | (eq == 0xFF))
+        self.lq, self.spq = lq, spq
+        Rb = rows.size
+        scaled = self.nq_int.reshape(Rb, self.H, self.G, GROUP) * _pow2_f32(np.minimum(aq, self.span_fast))[..., None]
+        scaled[zero] = 0.0
+        # [G, Rb*H, 32]: one contiguous matmul operand per group
+        self.nq_g = np.ascontiguousarray(scaled.transpose(2, 0, 1, 3).reshape(self.G, Rb * self.H, GROUP))
+        self.nq_abs = np.abs(self.nq_g) if opts.bound_model == ANY_ORDER else None
+        wb = w_bits[rows]
+        self.w32 = (wb.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        self.mw, self.fw, wfin = bf16_parts(wb)
+        self.w_bad = ~wfin.all(axis=1)  # rows holding a non-finite weight: slow path
+        self.wp = (self.w32 * ws).astype(np.float32)  # prefill: w' = fl(w * ws)
+
+    def run(self, kv_cache: np.ndarray, kv_scale: np.ndarray, block_tables: np.ndarray,
+            res: Result, opts: Options) -> None:
+        t0, t1 = int(self.start.min()), int(self.end.max())
+        tokens = np.arange(t0, t1)
+        needed = ((tokens[None, :] >= self.start[:, None]) & (tokens[None, :] < self.end[:, None])).any(axis=0)
+        blocks = block_tables[self.b, tokens // KV_BLOCK]
+        slots = np.where(needed, blocks * KV_BLOCK + tokens % KV_BLOCK, -1)
+        (packed,) = layouts.get("aiter-fp4-kv").gather(kv_cache, slots=slots)
+        (ek,) = layouts.get("aiter-fp4-kv-scale").gather(kv_scale, slots=slots)
+        self.k_codes = e2m1.unpack_nibbles(packed)  # [T, D]
+        self.ek = ek.astype(np.int64)  # [T, G]
+        self.t0 = t0
+        Rb = self.rows.size
+        chunk = max(64, CELLS_PER_CHUNK // (Rb * self.H))
+        n = -(-(t1 - t0) // chunk)
+
+        def work(first: int, last: int) -> None:
+            for c in range(first, last):
+                lo = c * chunk
+                self._chunk(lo, min(lo + chunk, t1 - t0), res, opts)
+
+        run_ranges(n, work, weight=chunk * Rb * self.H * 8)
+
+    # ---- one chunk of tokens ------------------------------------------------------------
+
+    def _chunk(self, lo: int, hi: int, res: Result, opts: Options) -> None:
+        Rb, H, G = self.rows.size, self.H, self.G
+        Tc = hi - lo
+        tok = np.arange(lo, hi) + self.t0
+        inwin = (tok[None, :] >= self.start[:, None]) & (tok[None, :] < self.end[:, None])  # [Rb, Tc]
+        ek = self.ek[lo:hi]
+        k_special = (ek == 0xFF).any(axis=1)
+        k_zero = (ek == 0) if opts.profile.byte0 == "zero" else np.zeros(ek.shape, bool)
+        lk, ak, spk = _offsets(ek, k_zero | (ek == 0xFF))
+        nk = TWO_E2M1[self.k_codes[lo:hi]].reshape(Tc, G, GROUP) * _pow2_f32(np.minimum(ak, self.span_fast))[..., None]
+        nk[k_zero] = 0.0
+        # I'_g = I_g * 2^(aq + ak), exact in float32 (see the module docstring)
+        ig = np.empty((G, Rb, H, Tc), dtype=np.float32)
+        for g in range(G):
+            np.matmul(self.nq_g[g], nk[:, g, :].T, out=ig[g].reshape(Rb * H, Tc))
+        qp = ig[0].astype(np.float64)
+        for g in range(1, G):
+            qp += ig[g]
+        if opts.force_slow:
+            slow_cells = inwin.copy()
+        elif (self.spq.max() + spk.max() > self.span_fast or self.q_special.any() or k_special.any()
+              or self.w_bad.any()):
+            slow = self.spq[:, :, None] + spk[None, None, :] > self.span_fast
+            slow |= self.q_special[:, :, None] | k_special[None, None, :]
+            slow_cells = (slow.any(axis=1) | self.w_bad[:, None]) & inwin
+        else:
+            slow_cells = np.zeros_like(inwin)
+        patch = _slow_cells(self, np.argwhere(slow_cells), lo, ek, opts) if slow_cells.any() else None
+
+        cols = tok  # output columns
+        if opts.emulate:
+            with np.errstate(all="ignore"):  # cells outside the window may hold garbage
+                scale = pow2_f64(self.lq - 256)[:, :, None] * pow2_f64(lk)[None, None, :]  # exact
+                qk32 = self._qk32(ig, scale, opts)
+            if patch is not None:
+                qk32[patch.r, :, patch.t] = patch.qk32
+            with np.errstate(all="ignore"):
+                emu = self._emulate(qk32, opts)
+            out = res.emulated
+            for i in range(Rb):
+                m = inwin[i]
+                out[self.rows[i], cols[m]] = emu[i, m]
+        if opts.with_bound:
+            with np.errstate(all="ignore"):
+                value, bound = self._value_and_bound(qp, ig, lk, nk, opts)
+            if patch is not None:
+                value[patch.r, patch.t] = patch.value
+                bound[patch.r, patch.t] = patch.bound
+            for i in range(Rb):
+                m = inwin[i]
+                res.value[self.rows[i], cols[m]] = value[i, m]
+                res.bound[self.rows[i], cols[m]] = bound[i, m]
+
+    # ---- emulated order -----------------------------------------------------------------
+
+    def _qk32(self, ig: np.ndarray, scale: np.ndarray, opts: Options) -> np.ndarray:
+        """The MFMA's float32 qk under the qk_accum model (SPEC section 7)."""
+        G = self.G
+        if opts.qk_accum == GROUPS:
+            acc = np.zeros(ig.shape[1:], dtype=np.float32)
+            for g in range(G):
+                acc += (ig[g].astype(np.float64) * scale).astype(np.float32)
+            return acc + np.float32(0.0)
+        acc = None
+        for kt in range(self.k_tiles):
+            dot = ig[STEP_GROUPS * kt].astype(np.float64)
+            for g in range(STEP_GROUPS * kt + 1, STEP_GROUPS * (kt + 1)):
+                dot += ig[g]
+            dot *= scale
+            acc = dot.astype(np.float32) if acc is None else add_round_f32(acc.astype(np.float64), dot)
+        return acc + np.float32(0.0)  # -0 -> +0, as the accumulator starts from +0
+
+    def _emulate(self, qk32: np.ndarray, opts: Options) -> np.ndarray:
+        relu = np.maximum(qk32, np.float32(0.0)) + np.float32(0.0)  # maximumf: NaN stays, -0 -> +0
+        H = self.H
+        parts = []
+        if opts.mode == "decode":
+            p = relu * self.w32[:, :, None]
+            for g in range(4):
+                acc = np.zeros((qk32.shape[0], qk32.shape[2]), dtype=np.float32)
+                for m in range(H // MFMA_M):
+                    for e in range(4):
+                        acc += p[:, m * MFMA_M + 4 * g + e]
+                parts.append(acc)
+            total = (parts[0] + parts[1]) + (parts[2] + parts[3])
+            return total * self.ws
+        for g in range(4):
+            acc = np.zeros((qk32.shape[0], qk32.shape[2]), dtype=np.float32)
+            for m in range(H // MFMA_M):
+                for e in range(4):
+                    h = m * MFMA_M + 4 * g + e
+                    acc = fma32(relu[:, h], self.wp[:, h, None], acc)
+            parts.append(acc)
+        return (parts[0] + parts[1]) + (parts[2] + parts[3])
+
+    # ---- exact value and bound ----------------------------------------------------------
+
+    def _value_and_bound(self, qp: np.ndarray, ig: np.ndarray, lk: np.ndarray, nk: np.ndarray,
+               opts: Options) -> tuple[np.ndarray, np.ndarray]:
+        a = np.maximum(qp, 0.0)  # q' is exact: its sign is the true sign of qk
+        a_bits = (self.G * I_MAX).bit_length() + self.span_fast  # relu(q') <= G * 4608 * 2^span
+        y = weighted_sum_f64(a, a_bits, self.mw, self.lq + self.fw)
+        pk = pow2_f64(lk)[None, :]  # qk = q' * 2^(lq - 256) * 2^lk
+        y *= pk * math.ldexp(1.0, -256)
+        value = y * np.float64(self.ws)
+        # bound sums: sum_h x_h * 2^(lq_h - 256) * (|w_h|, 1) by one batched product per quantity
+        sq = pow2_f64(self.lq - 256)
+        wabs = np.abs(self.w32).astype(np.float64)
+        weights = np.stack([sq * wabs, sq], axis=1)  # [Rb, 2, H]
+        R, rho = (np.matmul(weights, a) * pk[:, None, :]).transpose(1, 0, 2)
+        c, n_eta = ar.qk_coeffs(opts.bound_model, groups=self.G, k_tiles=self.k_tiles, head_dim=self.D)
+        D, Delta = (np.matmul(weights, self._abs_sum(qp, ig, nk, opts)) * (c * pk)[:, None, :]).transpose(1, 0, 2)
+        D = D + n_eta * ar.ETA * wabs.sum(axis=1)[:, None]
+        Delta = Delta + n_eta * ar.ETA * self.H
+        bound = ar.decode_bound(R=R, D=D, rho=rho, Delta=Delta, value=value, ws=float(self.ws), heads=self.H)
+        return value, bound
+
+    def _abs_sum(self, qp: np.ndarray, ig: np.ndarray, nk: np.ndarray, opts: Options) -> np.ndarray:
+        """The qk model's absolute sum on the q' scale (float64 [Rb, H, Tc]): sum_g |I'_g|
+        (fp32-groups), |q'| or sum_kt |tile| (exact), sum_d |q'_d k'_d| (any-order)."""
+        model = opts.bound_model
+        if model == GROUPS:
+            gabs = np.abs(ig[0]).astype(np.float64)
+            for g in range(1, self.G):
+                gabs += np.abs(ig[g])
+            return gabs
+        if model == KSTEPS:
+            if self.k_tiles == 1:
+                return np.abs(qp)
+            tabs = np.zeros(qp.shape)
+            for kt in range(self.k_tiles):
+                tabs += np.abs(ig[STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)].astype(np.float64).sum(axis=0))
+            return tabs
+        Rb, H, Tc = qp.shape
+        dabs = np.zeros(qp.shape)
+        nk_abs = np.abs(nk)
+        part = np.empty((Rb * H, Tc), dtype=np.float32)
+        for g in range(self.G):
+            np.matmul(self.nq_abs[g], nk_abs[:, g, :].T, out=part)
+            dabs += part.reshape(Rb, H, Tc)
+        return dabs
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _offsets(e: np.ndarray, excluded: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of group exponents (last axis): (min, e - min clipped at 0, span), ignoring the
+    excluded groups (zero-decoded or 0xFF bytes); all-excluded rows get min 127, span 0."""
+    big = np.int64(1 << 20)
+    lo = np.where(excluded, big, e).min(axis=-1)
+    hi = np.where(excluded, -big, e).max(axis=-1)
+    empty = lo == big
+    lo = np.where(empty, 127, lo)
+    hi = np.where(empty, 127, hi)
+    off = np.where(excluded, 0, e - lo[..., None])
+    return lo, off, hi - lo
+
+
+def _pow2_f32(k: np.ndarray) -> np.ndarray:
+    """2^k as float32 for 0 <= k <= 127 (exact, from bits)."""
+    return ((np.asarray(k, dtype=np.int64) + 127) << 23).astype(np.uint32).view(np.float32)
+
+
+@dataclass
+class _Patch:
+    r: np.ndarray
+    t: np.ndarray
+    qk32: np.ndarray  # float32 [n, H]
+    value: np.ndarray  # float64 [n]
+    bound: np.ndarray  # float64 [n]
+
+
+def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: Options) -> _Patch:
+    """Exact evaluation of the listed (local row, local token) cells with Python integers
+    (object arrays, vectorised over cells and heads): any exponent span, 0xFF bytes (IEEE
+    float64 with the decoded NaN / Inf scales) and non-finite weights."""
+    p = opts.profile
+    H, G, D, k_tiles = grp.H, grp.G, grp.D, grp.k_tiles
+    n = len(cells)
+    r_idx, t_idx = cells[:, 0], cells[:, 1]
+    nq = grp.nq_int[r_idx].astype(np.int64)  # [n, H, D]
+    nk = TWO_E2M1[grp.k_codes[lo + t_idx]].astype(np.int64)  # [n, D]
+    prod = (nq * nk[:, None, :]).reshape(n, H, G, GROUP)
+    I_raw = prod.sum(axis=3)  # [n, H, G] exact integers
+    J = np.abs(prod).sum(axis=3)
+    qb = grp.eq[r_idx]  # [n, H, G]
+    kb = np.broadcast_to(ek[t_idx][:, None, :], qb.shape)
+    special = (qb == 0xFF) | (kb == 0xFF)
+    zero = ((qb == 0) | (kb == 0)) if p.byte0 == "zero" else np.zeros(qb.shape, bool)
+    I = np.where(zero | special, 0, I_raw)
+    J = np.where(zero | special, 0, J)
+    E = qb + kb - 256  # group g contributes I * 2^E
+    big = np.int64(1 << 30)
+    emin = np.where(I != 0, E, big).min(axis=2)
+    emin = np.where(emin == big, 0, emin)  # [n, H]
+    sh = np.where(I != 0, E - emin[..., None], 0)
+    terms = I.astype(object) << sh.astype(object)  # exact Python integers
+    num = terms.sum(axis=2)  # qk = num * 2^emin, exact
+    pos = np.array(num > 0, dtype=bool)
+    # ---- emulated float32 qk
+    if opts.qk_accum == GROUPS:
+        acc = np.zeros((n, H), dtype=np.float32)
+        for g in range(G):
+            acc += (I[:, :, g] * pow2_f64(np.clip(E[:, :, g], -1022, 1023))).astype(np.float32)
+    else:
+        acc = np.empty((n, H), dtype=np.float32)
+        for i in range(n):  # scalar roundings: one call per (cell, head)
+            for h in range(H):
+                acc[i, h] = _ksteps_f32(terms[i, h], int(emin[i, h]), k_tiles)
+    qk32 = acc + np.float32(0.0)
+    # ---- IEEE path for 0xFF bytes
+    spec_h = special.any(axis=2)
+    q64 = np.array([[_ratio_f64(int(a), int(e)) for a, e in zip(rn, re)] for rn, re in zip(num, emin)]).reshape(n, H)
+    if spec_h.any():
+        dq, dk = _decoded(qb, p), _decoded(kb, p)
+        with np.errstate(all="ignore"):
+            ieee = (I_raw * 0.25 * dq * dk).sum(axis=2)
+        q64 = np.where(spec_h, ieee, q64)
+        qk32 = np.where(spec_h, ieee.astype(np.float32), qk32)
+    # ---- exact value
+    mw, fw = grp.mw[r_idx], grp.fw[r_idx]  # [n, H]
+    live = pos & (mw != 0)
+    ex = emin + fw
+    base = np.where(live, ex, big).min(axis=1)
+    base = np.where(base == big, 0, base)
+    ynum = np.where(live, (num * mw.astype(object)) << np.where(live, ex - base[:, None], 0).astype(object), 0).sum(axis=1)
+    ws = float(grp.ws)
+    value = np.array([ws * _ratio_f64(int(a), int(e), correct=True) for a, e in zip(ynum, base)])
+    # ---- bound
+    P2 = pow2_f64(np.clip(E, -1022, 1023))
+    gabs = (np.abs(I) * P2).sum(axis=2)
+    dabs = (J * P2).sum(axis=2)
+    tabs = None
+    if k_tiles > 1:
+        tabs = np.zeros((n, H))
+        for kt in range(k_tiles):
+            tnum = terms[:, :, STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)].sum(axis=2)
+            tabs += np.abs(np.array([[_ratio_f64(int(a), int(e)) for a, e in zip(rn, re)]
+                                     for rn, re in zip(tnum, emin)]).reshape(n, H))
+    delta = ar.qk_delta(opts.bound_model, qk_abs=np.abs(q64), group_abs=gabs, groups=G, tile_abs=tabs,
+                        k_tiles=k_tiles, dim_abs=dabs, head_dim=D)
+    r = np.where(pos, q64, 0.0)
+    wabs = np.abs(grp.w32[r_idx]).astype(np.float64)
+    with np.errstate(all="ignore"):
+        bound = ar.decode_bound(R=(r * wabs).sum(axis=1), D=(delta * wabs).sum(axis=1), rho=r.sum(axis=1),
+                                Delta=delta.sum(axis=1), value=value, ws=ws, heads=H)
+    bad = spec_h.any(axis=1) | grp.w_bad[r_idx]
+    if bad.any():  # IEEE float64 with the decoded values: NaN / Inf where the arithmetic gives them
+        with np.errstate(all="ignore"):
+            relu = np.where(np.isnan(q64), q64, np.maximum(q64, 0.0))
+            naive = (relu * grp.w32[r_idx].astype(np.float64)).sum(axis=1) * ws
+        value = np.where(bad, naive, value)
+        bound = np.where(bad, np.inf, bound)
+    return _Patch(r_idx, t_idx, qk32, value, bound)
+
+
+def _decoded(e: np.ndarray, p: _profiles.Profile) -> np.ndarray:
+    """e8m0 bytes -> float64 scales under the profile (NaN / Inf for 255, 0 for byte 0 if so)."""
+    v = pow2_f64(np.minimum(e, 254) - 127)
+    v = np.where(e == 0xFF, np.inf if p.byte255 == "inf" else np.nan, v)
+    if p.byte0 == "zero":
+        v = np.where(e == 0, 0.0, v)
+    return v
+
+
+def _ratio_f64(num: int, e: int, correct: bool = False) -> float:
+    """num * 2^e as float64: correctly rounded with ``correct``, else truncated to 60 bits first
+    (relative error below 2^-52, enough for bound terms); no overflow for |e| < 900."""
+    if num == 0:
+        return 0.0
+    if correct:
+        return f64_nearest(Fraction(num) * Fraction(2) ** e)
+    k = max(0, abs(num).bit_length() - 60)
+    m = num >> k if num > 0 else -((-num) >> k)
+    return math.ldexp(float(m), e + k)
+
+
+def _ksteps_f32(group_terms: np.ndarray, emin: int, k_tiles: int) -> np.float32:
+    """qk_accum 'fp32-ksteps': each 128-dim step (4 groups) exact, rounded once into the float32
+    accumulator (the first step rounds alone). group_terms: Python ints on the 2^emin grid."""
+    acc = None
+    for kt in range(k_tiles):
+        dot = int(sum(group_terms[STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)]))
+        if acc is None:
+            acc = f32_nearest(dot, emin)
+            continue
+        m, e, _ = f32_parts(np.array([acc], dtype=np.float32))
+        m, e = int(m[0]), int(e[0])
+        lo = min(e, emin)
+        acc = f32_nearest((m << (e - lo)) + (dot << (emin - lo)), lo)
+    return acc

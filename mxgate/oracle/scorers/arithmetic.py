@@ -1,0 +1,349 @@
+"""The arithmetic of the scorer oracles, written once for every scorer family.
+
+* Rounding helpers: real values (exact weighted head sums, exact rationals, sums of
+  float64 values) rounded once to float64 or float32. Integer operations, float64 + - * where
+  the result is representable (or rounded to odd, then once), comparisons; no platform
+  transcendental is involved.
+* Float32 head-summation orders the emulated scorers can follow.
+* The rigorous error bounds (derivations in docs/ops/logits.md).
+
+Bound notation: u = 2^-24 (float32 unit roundoff), eta = 2^-150 (largest absolute error of a
+float32 rounding that lands in the subnormal range), gamma_k = k u / (1 - k u).
+Per cell (row, token): r_h = relu(qk_h), w_h the weight, delta_h a bound on
+|qk_h(backend) - qk_h| (the qk model), and
+    R = sum_h r_h |w_h|,  D = sum_h delta_h |w_h|,  rho = sum_h r_h,  Delta = sum_h delta_h.
+All bound arithmetic runs in float64 on non-negative terms; the result is multiplied by
+(1 + 2^-40), which covers the float64 rounding of its own evaluation (at most a few hundred
+operations of relative error 2^-53 each).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, MFMA_M, QK_MODELS
+
+# ---- rounding real values once ----------------------------------------------------------------
+
+LIMB_BITS = 4  # digit width of the limb accumulator (see weighted_sum_f64)
+_BATCH = 64  # terms added between carry passes: 64 * 2**56 = 2**62 < 2**63
+_STOP = 1 << (62 - LIMB_BITS)  # |M| >= 2^58: 59+ significant bits, enough to round to odd
+
+
+def pow2_f64(e: np.ndarray | int) -> np.ndarray:
+    """2**e as float64 from bits, for integer e in [-1022, 1023] (exact, no exp2 call)."""
+    e = np.asarray(e, dtype=np.int64)
+    if e.size and (e.min() < -1022 or e.max() > 1023):
+        raise ValueError("exponent must lie in [-1022, 1023] for a normal float64 power of two")
+    return ((e + 1023) << 52).view(np.float64)
+
+
+def _float_parts(b: np.ndarray, mant_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bit patterns (int64) of a format with 8 exponent bits -> (signed integer mantissa,
+    exponent, finite mask): v = m * 2**e; subnormals and zeros included, non-finite gives 0."""
+    expo = (b >> mant_bits) & 0xFF
+    frac = b & ((1 << mant_bits) - 1)
+    mag = np.where(expo == 0, frac, frac | (1 << mant_bits))
+    bias = 127 + mant_bits
+    e = np.where(expo == 0, 1 - bias, expo - bias)
+    m = np.where((b >> (mant_bits + 8)) & 1 == 1, -mag, mag)
+    finite = expo != 0xFF
+    return np.where(finite, m, 0), np.where(finite, e, 0), finite
+
+
+def bf16_parts(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bf16 bit patterns -> (signed integer mantissa, exponent, finite mask): v = m * 2**e.
+
+    Normal: m = +-(128 + frac), e = E - 134; subnormal: m = +-frac, e = -133; zeros give m = 0.
+    """
+    return _float_parts(bits.astype(np.int64), 7)
+
+
+def f32_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float32 values -> (signed integer mantissa, exponent, finite mask): v = m * 2**e."""
+    return _float_parts(np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64), 23)
+
+
+def weighted_sum_f64(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """RN_float64( sum_h a[r, h, t] * m[r, h] * 2**f[r, h] ), rounded once. -> float64 [R, T].
+
+    a: float64 [R, H, T], integer valued, 0 <= a < 2**a_bits (a_bits <= 53).
+    m: int64 [R, H] signed integer mantissas; f: int64 [R, H] exponents.
+    Method: |m| is split into pieces so that each term a * piece is an exact int64 < 2**53;
+    a term with exponent s (relative to the row's smallest) goes, shifted by s % 4, into the
+    base-16 digit s // 4 of an int64 digit array. After every 64 terms the carries are
+    propagated (digits back into [0, 16)), so no digit ever exceeds 2**62. At the end the top
+    digits are gathered into one int64 of at least 59 significant bits with a sticky bit for
+    the rest (round to odd), and that integer is converted to float64 once (nearest-even):
+    one correct rounding overall. Scaling by the row's power of two is exact for normal
+    float64 results.
+    """
+    R, H, T = a.shape
+    m = np.asarray(m, dtype=np.int64)
+    f = np.asarray(f, dtype=np.int64)
+    mag = np.abs(m)
+    m_bits = int(mag.max()).bit_length() if mag.size else 0
+    width = max(1, 53 - a_bits)  # bits per piece of |m|
+    pieces = max(1, -(-m_bits // width))
+    sign = np.where(m < 0, -1.0, 1.0)
+    live = m != 0
+    big = np.iinfo(np.int64).max
+    base = np.where(live, f, big).min(axis=1) if H else np.zeros(R, np.int64)  # [R]
+    base = np.where(base == big, 0, base)
+    shift = np.where(live, f - base[:, None], 0)  # [R, H] >= 0
+    top = (int(shift.max()) if shift.size else 0) + width * (pieces - 1)
+    # a term spans 56 bits from its digit; the sum of all terms needs log2(terms) more
+    n_limbs = (top + 56 + (H * pieces).bit_length()) // LIMB_BITS + 2
+    acc = np.zeros((R, n_limbs, T), dtype=np.int64)
+    rows = np.arange(R)
+    pending = 0
+    for p in range(pieces):
+        piece = sign * ((mag >> (width * p)) & ((1 << width) - 1)).astype(np.float64)  # [R, H]
+        s = shift + width * p
+        limb, sub = s // LIMB_BITS, s % LIMB_BITS
+        for h in range(H):
+            if not piece[:, h].any():
+                continue
+            term = (a[:, h, :] * piece[:, h, None]).astype(np.int64)  # exact: < 2**53
+            term <<= sub[:, h, None]
+            acc[rows, limb[:, h], :] += term
+            pending += 1
+            if pending == _BATCH:
+                _carry(acc)
+                pending = 0
+    return _round_limbs(acc) * pow2_f64(base)[:, None]
+
+
+def _carry(acc: np.ndarray) -> None:
+    """Propagate carries in place: digits 0..n-2 into [0, 16), the top digit keeps the sign."""
+    for j in range(acc.shape[1] - 1):
+        carry = acc[:, j] >> LIMB_BITS
+        acc[:, j] -= carry << LIMB_BITS
+        acc[:, j + 1] += carry
+
+
+def _round_limbs(acc: np.ndarray) -> np.ndarray:
+    """Correctly rounded float64 of sum_j acc[:, j, :] * 2**(LIMB_BITS*j) (int64 digits)."""
+    R, n, T = acc.shape
+    radix = np.int64(1 << LIMB_BITS)
+    _carry(acc)
+    top = acc[:, n - 1].copy()
+    low = np.full((R, T), n - 1, dtype=np.int64)
+    sticky = np.zeros((R, T), dtype=bool)
+    for j in range(n - 2, -1, -1):
+        digit = acc[:, j]
+        take = np.abs(top) < _STOP  # once large, a cell stops taking digits for good
+        top = np.where(take, top * radix + digit, top)
+        low = np.where(take, j, low)
+        sticky |= ~take & (digit != 0)
+    top = np.where(sticky, top | 1, top)  # round to odd below the kept digits
+    return top.astype(np.float64) * pow2_f64(low * LIMB_BITS)
+
+
+def add_round_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """fl32(x + y), one rounding, for float64 x, y whose values are exact (finite, no overflow).
+
+    TwoSum gives the exact error of the float64 sum; an inexact sum with an even last bit is
+    moved one ulp toward the error (round to odd at 53 bits), then rounded to float32 once.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    s = x + y
+    bb = s - x
+    err = (x - (s - bb)) + (y - bb)
+    bits = np.ascontiguousarray(s).view(np.int64).copy()
+    odd_fix = (err != 0) & ((bits & 1) == 0)
+    toward = np.where(np.signbit(err) == np.signbit(s), 1, -1)
+    bits = np.where(odd_fix, bits + toward, bits)
+    return bits.view(np.float64).astype(np.float32)
+
+
+def f32_nearest(num: int, exp: int) -> np.float32:
+    """The float32 nearest (ties to even) to num * 2**exp, Python integers; inf past the range."""
+    if num == 0:
+        return np.float32(0.0)
+    negative = num < 0
+    n = -num if negative else num
+    top = n.bit_length() - 1 + exp  # 2**top <= value < 2**(top + 1)
+    lsb = max(top - 23, -149)  # exponent of the last kept bit (subnormals keep fewer)
+    shift = lsb - exp
+    if shift > 0:
+        q, r = divmod(n, 1 << shift)
+        half = 1 << (shift - 1)
+        if r > half or (r == half and q & 1):
+            q += 1
+        n, exp = q, lsb
+    if n.bit_length() + exp > 128:
+        value = math.inf
+    else:
+        value = math.ldexp(float(n), exp)  # exact: n < 2**25
+    return np.float32(-value if negative else value)
+
+
+def f64_nearest(value: Fraction) -> float:
+    """The float64 nearest (ties to even) to an exact rational (Fraction rounds correctly)."""
+    return float(value)
+
+
+# ---- float32 head-summation orders (all start from +0.0) ---------------------------------------
+# aiter-fp4:  four partial sums S_g over heads m*16 + 4g + e (m outer, e inner), then
+#             (S0 + S1) + (S2 + S3): the FlyDSL MFMA lane layout (SPEC section 7).
+# sequential: ((0 + p_0) + p_1) + ... left to right.
+# pairwise:   a balanced binary tree in natural order: (p0 + p1), (p2 + p3), ... then pairs of
+#             pairs; an odd element at the end of a level moves up unchanged.
+
+HEAD_ORDERS = ("aiter-fp4", "sequential", "pairwise")
+
+
+def head_sum(p: np.ndarray, order: str) -> np.ndarray:
+    """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens]."""
+    H = p.shape[1]
+    zero = np.zeros((p.shape[0], p.shape[2]), dtype=np.float32)
+    if order == "aiter-fp4":
+        if H % MFMA_M:
+            raise ValueError(f"head order 'aiter-fp4' needs heads to be a multiple of {MFMA_M}, got {H}")
+        parts = []
+        for g in range(4):
+            acc = zero.copy()
+            for m in range(H // MFMA_M):
+                for e in range(4):
+                    acc += p[:, m * MFMA_M + 4 * g + e]
+            parts.append(acc)
+        return (parts[0] + parts[1]) + (parts[2] + parts[3])
+    if order == "sequential":
+        acc = zero.copy()
+        for h in range(H):
+            acc += p[:, h]
+        return acc
+    if order == "pairwise":
+        level = [p[:, h] for h in range(H)]
+        if not level:
+            return zero
+        while len(level) > 1:
+            nxt = [level[i] + level[i + 1] for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        return level[0] + np.float32(0.0)  # the +0 start: -0 becomes +0
+    raise ValueError(f"head_order must be one of {', '.join(map(repr, HEAD_ORDERS))}; got {order!r}")
+
+
+# ---- rigorous error bounds -----------------------------------------------------------------------
+
+U = math.ldexp(1.0, -24)
+ETA = math.ldexp(1.0, -150)
+U_BF16 = math.ldexp(1.0, -8)
+ETA_BF16 = math.ldexp(1.0, -134)
+PRESENTATION = math.ldexp(1.0, -51)  # |value - X| <= (2 u64 + u64^2) |X| for value = fl64(ws * fl64(Y))
+INFLATE = 1.0 + math.ldexp(1.0, -40)
+FP32_SAFE = math.ldexp(1.0, 125)  # above this the fp32 path may overflow: no finite bound is claimed
+
+
+def gamma(k: int, u: float = U) -> float:
+    """gamma_k = k u / (1 - k u), rounded up to float64."""
+    if k <= 0:
+        return 0.0
+    exact = Fraction(k) * Fraction(u) / (1 - Fraction(k) * Fraction(u))
+    g = float(exact)
+    return g if Fraction(g) >= exact else float(np.nextafter(g, np.inf))
+
+
+def qk_coeffs(model: str, *, groups: int, k_tiles: int, head_dim: int) -> tuple[float, int]:
+    """(c, n): delta_h = c * A_h + n * eta, where A_h is the model's absolute sum (below)."""
+    if model == KSTEPS:
+        return gamma(k_tiles), k_tiles
+    if model == GROUPS:
+        return gamma(groups), groups
+    if model == ANY_ORDER:
+        return gamma(head_dim), head_dim
+    raise ValueError(f"bound_model must be one of {', '.join(map(repr, QK_MODELS))}; got {model!r}")
+
+
+def qk_delta(model: str, *, qk_abs: np.ndarray | None, group_abs: np.ndarray | None, groups: int,
+             tile_abs: np.ndarray | None, k_tiles: int, dim_abs: np.ndarray | None,
+             head_dim: int) -> np.ndarray:
+    """delta_h, a bound on |qk(backend) - qk(exact)| under the named qk model.
+
+    fp32-ksteps:  each 128-dim MFMA step is exact and rounds once into the fp32 accumulator:
+                  gamma_{k_tiles} * sum_kt |dot_kt| + k_tiles * eta  (|qk| when k_tiles = 1).
+    fp32-groups:  each 32-dim group dot is exact, rounded to fp32, and the groups are summed in
+                  any fp32 order: gamma_G * sum_g |dot_g| + G * eta.  (Covers 'fp32-ksteps'.)
+    any-order:    every product exact, the head_dim products summed in any fp32 order:
+                  gamma_D * sum_d |q_d k_d| + D * eta.  (Covers both others.)
+    """
+    c, n = qk_coeffs(model, groups=groups, k_tiles=k_tiles, head_dim=head_dim)
+    if model == KSTEPS:
+        a = qk_abs if tile_abs is None else tile_abs
+    elif model == GROUPS:
+        a = group_abs
+    else:
+        a = dim_abs
+    return c * a + n * ETA
+
+
+def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
+                 value: np.ndarray, ws: float, heads: int) -> np.ndarray:
+    """Bound on |out - X| for out = fl(sum_h fl(relu(qk_h) w_h) * ws) in any head order, and
+    for the prefill arrangement (w' = fl(w ws) folded first, then products or fmas): the larger
+    of the two, so a backend may place weight_scale either way.
+
+    decode:  (1+u)|ws| [gamma_H (R + D) + D + 2 H eta] + u |X| + eta
+    prefill: gamma_H [(1+u)|ws|(R + D) + eta (rho + Delta)] + (1+u)|ws| D + eta Delta
+             + u |ws| R + eta (rho + 2 H)
+    plus the float64 presentation error of ``value`` (2^-51 |value|).
+    """
+    a = abs(float(ws))
+    g = gamma(heads)
+    dec = (1 + U) * a * (g * (R + D) + D + 2 * heads * ETA) + U * np.abs(value) + ETA
+    pre = prefill_bound(R=R, D=D, rho=rho, Delta=Delta, ws=ws, heads=heads, finish=False)
+    return _finish(np.maximum(dec, pre), value, scale=R + D + rho + Delta, ws=ws)
+
+
+def prefill_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
+                  ws: float, heads: int, value: np.ndarray | None = None,
+                  finish: bool = True) -> np.ndarray:
+    """The prefill arrangement alone (see decode_bound)."""
+    a = abs(float(ws))
+    g = gamma(heads)
+    b = (g * ((1 + U) * a * (R + D) + ETA * (rho + Delta)) + (1 + U) * a * D + ETA * Delta
+         + U * a * R + ETA * (rho + 2 * heads))
+    if not finish:
+        return b
+    return _finish(b, value, scale=R + D + rho + Delta, ws=ws)
+
+
+def fp8_bound(*, R: np.ndarray, Do: np.ndarray, value: np.ndarray, heads: int,
+              scale: np.ndarray) -> np.ndarray:
+    """FP8 scorer: out = sum_h fl(relu(fl(qk_h * ks)) * w_h), any head order, no final multiply.
+
+    gamma_H (R + Do) + Do + 2 H eta, with Do = sum_h delta_o_h |w_h| and
+    delta_o_h = |ks| (1+u) delta_h + u |ks| |qk_h| + eta (the rounding of qk * ks).
+    """
+    b = gamma(heads) * (R + Do) + Do + 2 * heads * ETA
+    return _finish(b, value, scale=scale, ws=1.0)
+
+
+def bf16_chain_bound(*, R: np.ndarray, Dp: np.ndarray, P: np.ndarray, value: np.ndarray,
+                     heads: int, scale: np.ndarray) -> np.ndarray:
+    """sglang profile: s = bf16(qk), p = bf16(relu(s) w), S = any-order fp32 sum, out = bf16(S).
+
+    With Dp = sum_h |p_h - r_h w_h| bounds and P = sum_h |p_h| bounds (from the caller):
+    (1 + u_b) [Dp + gamma_{H-1} P] + u_b |X| + eta_b.
+    """
+    b = (1 + U_BF16) * (Dp + gamma(heads - 1) * P) + U_BF16 * np.abs(value) + ETA_BF16
+    return _finish(b, value, scale=scale, ws=1.0)
+
+
+def _finish(b: np.ndarray, value: np.ndarray | None, *, scale: np.ndarray, ws: float) -> np.ndarray:
+    """Add the presentation error, inflate for the bound's own rounding, and give up (inf)
+    where the fp32 path could overflow or the value is not finite."""
+    if value is not None:
+        b = b + PRESENTATION * np.abs(np.where(np.isfinite(value), value, 0.0))
+    b = b * INFLATE
+    risky = scale * max(1.0, abs(float(ws))) >= FP32_SAFE
+    if value is not None:
+        risky = risky | ~np.isfinite(value)
+    return np.where(risky, np.inf, b)
