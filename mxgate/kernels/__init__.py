@@ -18,10 +18,9 @@ import inspect
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.kernels.base import DEVICES, Availability, Backend, Op, OutsideContract
 
 ENTRY_POINT_GROUP = "mxgate.backends"
-DEVICES = ("cpu", "cuda")
 
 # name -> (module, class, constructor keyword arguments)
 _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {

@@ -43,9 +43,8 @@ from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, OutsideContract
+from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, OutsideContract, device_mode
 
-DEVICES = ("cpu", "cuda")
 GROUP = 32
 MODES = {"round_down": 0, "round_up": 1, "even": 2, "ceil": 3}  # MxScaleRoundModeInt
 SCALE_PROFILES = {"round_down": "aiter-py-floor", "round_up": "aiter-py-rceil", "even": "aiter-py-even",
@@ -77,10 +76,8 @@ class AiterReferenceBackend(Backend):
     """AITER's torch references (fp4_utils and op_tests) from ``$MXGATE_AITER_SRC``."""
 
     def __init__(self, device: str = "cpu") -> None:
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}; got {device!r}")
+        self.mode = device_mode(device)
         self.device = device
-        self.mode: sources.Mode = "compiled" if device == "cuda" else "interpret"
         self.name = "aiter-reference"
         self.description = f"AITER Python references (fp4_utils, op_tests) on torch {device}"
         self._loaded: sources.Loaded | None = None

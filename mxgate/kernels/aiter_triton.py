@@ -30,10 +30,9 @@ from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
 from mxgate.oracle.geometry import GROUP
 
-DEVICES = ("cpu", "cuda")
 QUANT_PROFILE = "aiter-even"
 SCORER_PROFILE = "gfx950"  # e4m3fn decoding only
 FUSED_FLATTEN = OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT
@@ -51,10 +50,8 @@ class AiterTritonBackend(Backend):
     """AITER's Triton MXFP4 quantizers and FP8 MQA logits from ``$MXGATE_AITER_SRC``."""
 
     def __init__(self, device: str = "cpu") -> None:
-        if device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}; got {device!r}")
+        self.mode = device_mode(device)
         self.device = device
-        self.mode: sources.Mode = "compiled" if device == "cuda" else "interpret"
         self.name = "aiter-triton"
         self.description = (f"AITER Triton MXFP4 quant and FP8 MQA logits kernels, "
                             f"{'compiled on CUDA' if device == 'cuda' else 'CPU interpreter'}")

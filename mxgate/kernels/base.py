@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+
+DEVICES = ("cpu", "cuda")
+Mode = Literal["interpret", "compiled"]  # how Triton code runs: under TRITON_INTERPRET=1 or compiled
+
+
+def device_mode(device: object) -> Mode:
+    """How a backend built for ``device`` runs Triton code: compiled on "cuda", interpreted on "cpu"."""
+    if not isinstance(device, str) or device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}; got {device!r}")
+    return "compiled" if device == "cuda" else "interpret"
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from mxgate.op_table import OpName
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
 from mxgate.kernels import sglang_loader as loader
+from mxgate.kernels.torch_bridge import to_torch
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 
 ROWS_BLOCK_M = 8  # rows per program of the multi-row quantizer, as sglang launches it
-DEVICES = ("cpu", "cuda")
 
 # Ops that cannot run under the CPU interpreter, with the reason (findings doc, section 6).
 GPU_ONLY: dict[str, str] = {
@@ -45,13 +45,12 @@ class SglangTritonBackend(Backend):
     """sglang's FP4 indexer quantizer, its two K-cache writers, and (CUDA) its scorers."""
 
     def __init__(self, device: str = "cpu", *, rne: bool = False) -> None:
-        if not isinstance(device, str) or device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}; got {device!r}")
+        mode = device_mode(device)
         if not isinstance(rne, bool):
             raise TypeError(f"rne must be a bool, got {type(rne).__name__}")
         self.device = device
         self.rne = rne
-        self.mode: loader.Mode = "compiled" if device == "cuda" else "interpret"
+        self.mode = mode
         self.profile = "sglang-rne" if rne else "threshold"
         self.name = "sglang-triton-rne" if rne else "sglang-triton"
         rounding = "rne=True (round half to even)" if rne else "default rne=False (ties toward zero)"
@@ -334,13 +333,10 @@ class SglangTritonBackend(Backend):
             raise RuntimeError(f"{op} needs device='cuda': {GPU_ONLY[op]}")
 
     def _tensor(self, array: np.ndarray) -> Any:
-        torch = _torch()
-        return torch.from_numpy(np.array(array, copy=True, order="C")).to(self.device)
+        return to_torch(array, self.device, copy=True)
 
     def _bf16_tensor(self, bits: np.ndarray) -> Any:
-        torch = _torch()
-        raw = torch.from_numpy(np.ascontiguousarray(bits).view(np.int16).copy())
-        return raw.view(torch.bfloat16).to(self.device)
+        return to_torch(bits, self.device, bf16=True, copy=True)
 
 
 def backends(device: str = "cpu") -> list[SglangTritonBackend]:

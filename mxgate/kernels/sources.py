@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Literal, Mapping
 
-Mode = Literal["interpret", "compiled"]
+from mxgate.kernels.base import Mode  # re-exported: the loaders' mode type
+
 MODES: tuple[str, ...] = ("interpret", "compiled")
 Kind = Literal["checkout", "installed"]
 
@@ -343,18 +344,18 @@ def environ_scope(values: Mapping[str, str | None]) -> Iterator[None]:
     with _LOCK:
         saved = {name: os.environ.get(name) for name in values}
         try:
-            for name, value in values.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            _set_environ(values)
             yield
         finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            _set_environ(saved)
+
+
+def _set_environ(values: Mapping[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # ---- loading ---------------------------------------------------------------------------------

@@ -52,11 +52,14 @@ def spec_of(name: str, array: np.ndarray, bf16: bool = False) -> TensorSpec:
     return TensorSpec(name, tuple(int(s) for s in array.shape), torch_dtype_name(array, bf16), bool(array.flags.c_contiguous))
 
 
-def to_torch(array: np.ndarray, device: str, bf16: bool = False) -> Any:
-    """A torch tensor on ``device`` holding the same bytes (bf16 reinterpreted from uint16)."""
+def to_torch(array: np.ndarray, device: str, bf16: bool = False, copy: bool = False) -> Any:
+    """A torch tensor on ``device`` holding the same bytes (bf16 reinterpreted from uint16).
+
+    copy: never share the array's memory, even on the CPU (a kernel writing into the tensor
+    then leaves the caller's array as it was)."""
     import torch
 
-    data = np.ascontiguousarray(array)
+    data = np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
     if bf16:
         return torch.from_numpy(data.view(np.uint16).view(np.int16)).view(torch.bfloat16).to(device)
     return torch.from_numpy(data).to(device)

@@ -25,11 +25,11 @@ import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate.kernels import sources, vllm_loader as loader
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.kernels.torch_bridge import to_torch
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROPE_DIM, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.ops.quant_vllm import PROFILE_NAME as QUANT_PROFILE, check_k_domain  # registers vllm-rocm
 
-DEVICES = ("cpu", "cuda")
 
 FP4_PAGED = OpName.VLLM_FP4_PAGED_MQA_LOGITS
 FP4_RAGGED = OpName.VLLM_FP4_MQA_LOGITS
@@ -55,13 +55,12 @@ class VllmTritonBackend(Backend):
     """vLLM PR #42908's Triton kernels from ``$MXGATE_VLLM_SRC`` (or an installed vllm)."""
 
     def __init__(self, device: str = "cpu", *, fp8: str = "fn") -> None:
-        if not isinstance(device, str) or device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}; got {device!r}")
+        mode = device_mode(device)
         if fp8 not in loader.FP8_DTYPES:
             raise ValueError(f"fp8 must be one of {loader.FP8_DTYPES}; got {fp8!r}")
         self.device = device
         self.fp8 = fp8
-        self.mode: sources.Mode = "compiled" if device == "cuda" else "interpret"
+        self.mode = mode
         self.name = "vllm-triton-fnuz" if fp8 == "fnuz" else "vllm-triton"
         self._source: sources.Source | None = None
         self._reason: str | None = None
@@ -292,13 +291,10 @@ class VllmTritonBackend(Backend):
     # -- conversions ---------------------------------------------------------------------
 
     def _tensor(self, array: np.ndarray) -> Any:
-        torch = _torch()
-        return torch.from_numpy(np.array(array, copy=True, order="C")).to(self.device)
+        return to_torch(array, self.device, copy=True)
 
     def _bf16(self, bits: np.ndarray) -> Any:
-        torch = _torch()
-        raw = torch.from_numpy(np.ascontiguousarray(bits).view(np.int16).copy())
-        return raw.view(torch.bfloat16).to(self.device)
+        return to_torch(bits, self.device, bf16=True, copy=True)
 
     def _f32(self, x: np.ndarray, name: str) -> Any:
         return self._tensor(_array(x, name, np.float32))

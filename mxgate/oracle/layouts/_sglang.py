@@ -46,7 +46,37 @@ def word_to_e8m0(word: np.ndarray) -> np.ndarray:
     return raw.reshape(word.shape + (4,)).copy()
 
 
-class SglangPage68(Layout):
+class TokenPages(Layout):
+    """Pages of P token slots: P packed rows of 64 bytes, then P groups of 4 e8m0 bytes (the
+    68-byte token of sglang and DeepGEMM; vLLM's FP4 K page with unused bytes after them)."""
+
+    def _pages(self, d: Dims) -> tuple[int, int, int]:
+        """(pages, slots per page, bytes per page)."""
+        raise NotImplementedError
+
+    def _num_slots(self, d: Dims) -> int:
+        pages, per_page, _ = self._pages(d)
+        return pages * per_page
+
+    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
+        return ((0, self._num_slots(d)), (0, ROW_BYTES if field == "packed" else ROW_GROUPS))
+
+    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
+        _, per_page, page_bytes = self._pages(d)
+        page, o = c[0] // per_page, c[0] % per_page
+        base = page * page_bytes
+        if field == "packed":
+            return base + o * ROW_BYTES + c[1]
+        return base + per_page * ROW_BYTES + o * ROW_GROUPS + c[1]
+
+    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
+        n, per_page, _ = self._pages(d)
+        packed = reshape_view(buf[:, :per_page * ROW_BYTES], (n, per_page, ROW_BYTES))
+        e8m0 = reshape_view(buf[:, per_page * ROW_BYTES:per_page * TOKEN_BYTES], (n, per_page, ROW_GROUPS))
+        return {"packed": _View(packed, (n, per_page)), "e8m0": _View(e8m0, (n, per_page))}
+
+
+class SglangPage68(TokenPages):
     name = "sglang-page68"
     title = "sglang / DeepGEMM 68-byte-per-token page: packed rows, then e8m0 bytes"
     source = "sglang DSV4 FP4 indexer K cache writer (DeepGEMM paged layout)"
@@ -63,25 +93,8 @@ class SglangPage68(Layout):
     def _shape(self, d: Dims) -> tuple[int, ...]:
         return (d["num_pages"], d["page_size"] * TOKEN_BYTES)
 
-    def _num_slots(self, d: Dims) -> int:
-        return d["num_pages"] * d["page_size"]
-
-    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW_BYTES if field == "packed" else ROW_GROUPS))
-
-    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
-        psz = d["page_size"]
-        page, o = c[0] // psz, c[0] % psz
-        base = page * psz * TOKEN_BYTES
-        if field == "packed":
-            return base + o * ROW_BYTES + c[1]
-        return base + psz * ROW_BYTES + o * ROW_GROUPS + c[1]
-
-    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
-        n, psz = d["num_pages"], d["page_size"]
-        packed = reshape_view(buf[:, :psz * ROW_BYTES], (n, psz, ROW_BYTES))
-        e8m0 = reshape_view(buf[:, psz * ROW_BYTES:], (n, psz, ROW_GROUPS))
-        return {"packed": _View(packed, (n, psz)), "e8m0": _View(e8m0, (n, psz))}
+    def _pages(self, d: Dims) -> tuple[int, int, int]:
+        return d["num_pages"], d["page_size"], d["page_size"] * TOKEN_BYTES
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
         if len(shape) != 2 or shape[1] % TOKEN_BYTES:

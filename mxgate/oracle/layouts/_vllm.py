@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from mxgate.oracle.geometry import ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
-from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field, Layout, _View, reshape_view
+from mxgate.oracle.geometry import TOKEN_BYTES
+from mxgate.oracle.layouts._core import DATA, SCALE, Dims, Field
+from mxgate.oracle.layouts._sglang import TokenPages
 
 ALLOCATED_WIDTH = 132  # vLLM's per-token allocation (the FP8 cache width)
 
 
-class VllmFp4IndexerK(Layout):
+class VllmFp4IndexerK(TokenPages):
     name = "vllm-fp4-indexer-k"
     title = ("vLLM FP4 indexer K cache page: block_size packed rows, then block_size 4-byte e8m0 "
              "words, then unused page bytes")
@@ -64,25 +65,8 @@ class VllmFp4IndexerK(Layout):
     def _shape(self, d: Dims) -> tuple[int, ...]:
         return (d["num_blocks"], d["page_bytes"])
 
-    def _num_slots(self, d: Dims) -> int:
-        return d["num_blocks"] * d["block_size"]
-
-    def _grid(self, field: str, d: Dims) -> tuple[tuple[int, int], ...]:
-        return ((0, self._num_slots(d)), (0, ROW_BYTES if field == "packed" else ROW_GROUPS))
-
-    def _offsets(self, field: str, c: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
-        bs = d["block_size"]
-        block, pos = c[0] // bs, c[0] % bs
-        base = block * d["page_bytes"]
-        if field == "packed":
-            return base + pos * ROW_BYTES + c[1]
-        return base + bs * ROW_BYTES + pos * ROW_GROUPS + c[1]
-
-    def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
-        n, bs = d["num_blocks"], d["block_size"]
-        packed = reshape_view(buf[:, :bs * ROW_BYTES], (n, bs, ROW_BYTES))
-        e8m0 = reshape_view(buf[:, bs * ROW_BYTES:bs * TOKEN_BYTES], (n, bs, ROW_GROUPS))
-        return {"packed": _View(packed, (n, bs)), "e8m0": _View(e8m0, (n, bs))}
+    def _pages(self, d: Dims) -> tuple[int, int, int]:
+        return d["num_blocks"], d["block_size"], d["page_bytes"]
 
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
         if len(shape) != 2:  # the shape check then names the expected shape

@@ -105,12 +105,13 @@ def run_call(call: Call) -> None:
     """Compute every output of a validated call and write it into the call's buffers."""
     cos = frontend.to_f32(call.cos_cache[call.positions], call.kind)
     sin = frontend.to_f32(call.sin_cache[call.positions], call.kind)
-    if call.mode == "fp4":
-        _q_fp4(call, cos, sin)
-        _k_fp4(call, cos, sin)
-    else:
-        _q_fp8(call, cos, sin)
-        _k_fp8(call, cos, sin)
+    fp4 = call.mode == "fp4"
+    (_q_fp4 if fp4 else _q_fp8)(call, cos, sin)
+    rows = call.k_rows
+    if rows.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = k_values(call, rows, cos, sin)
+        (_k_fp4 if fp4 else _k_fp8)(call, rows, values)
 
 
 # ---- Q -----------------------------------------------------------------------------------------
@@ -199,12 +200,7 @@ def k_values(call: Call, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray,
     return out
 
 
-def _k_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
-    rows = call.k_rows
-    if rows.size == 0:
-        return
-    with np.errstate(over="ignore", invalid="ignore"):
-        values = k_values(call, rows, cos, sin)
+def _k_fp4(call: Call, rows: np.ndarray, values: np.ndarray) -> None:
     packed = np.empty((rows.size, ROW_BYTES), dtype=np.uint8)
     scales = np.empty((rows.size, ROW_GROUPS), dtype=np.uint8)
     fast = _FAST_PATH and fastq.applies(call.kind, call.profile)  # K values are bf16 values then
@@ -219,14 +215,10 @@ def _k_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
     layouts.get("aiter-fp4-kv-scale").scatter(call.kv_cache_scale, scales, slots=slots)
 
 
-def _k_fp8(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
-    rows = call.k_rows
-    if rows.size == 0:
-        return
+def _k_fp8(call: Call, rows: np.ndarray, values: np.ndarray) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
-        x = k_values(call, rows, cos, sin)
-        s = quant.fp8_scale(quant.fmax_amax(x), arithmetic="divide", floor=quant.K_AMAX_FLOOR,
+        s = quant.fp8_scale(quant.fmax_amax(values), arithmetic="divide", floor=quant.K_AMAX_FLOOR,
                             profile=call.profile, use_ue8m0=call.use_ue8m0)
-        codes = quant.fp8_encode(x, s, call.profile)
+        codes = quant.fp8_encode(values, s, call.profile)
     name = "aiter-fp8-kv-preshuffle" if call.preshuffle else "aiter-fp8-kv"
     layouts.get(name).scatter(call.kv_cache, codes, s, slots=call.slots[rows])

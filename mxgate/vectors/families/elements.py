@@ -11,6 +11,8 @@ import numpy as np
 from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.formats import e2m1
+from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
 from mxgate.vectors.families import _unverified as unv
 from mxgate.vectors.families._builder import FamilyBuilder, Group, Outputs
 from mxgate.inputs.bits import F32_INF, F32_MAX, NAN_PAYLOADS, bf16_patterns, bit, f32, is_nan_bits, negate, neighbours
@@ -20,8 +22,7 @@ NAME = "elements"
 DESCRIPTION = "Element codecs: e2m1.encode/decode, e4m3fn/e4m3fnuz encode/decode, bf16.round"
 SEED = 0x4D584701
 
-E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
-_SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+E2M1_MIDPOINTS: list[float] = e2m1.MIDPOINTS.tolist()
 
 
 def available() -> str | None:
@@ -140,7 +141,7 @@ def _e2m1_encode(fb: FamilyBuilder) -> None:
 
 def _e4m3_compute(x: np.ndarray, variant: str):
     def compute(p: _profiles.Profile) -> Outputs:
-        return {"codes": oracle.encode_e4m3(x, variant, saturate=_SATURATE[p.fp8_overflow])}
+        return {"codes": oracle.encode_e4m3(x, variant, saturate=SATURATE_OF_OVERFLOW[p.fp8_overflow])}
 
     return compute
 

@@ -1,6 +1,5 @@
 """The fused op ``indexer_qk_rope_quant_and_cache`` (SPEC section 6): the PR's 16 FP4 and 192
-FP8 configs (``mxgate.vectors.configs``), all outputs, generated once
-``mxgate.oracle.ops.indexer_qk_rope_quant_and_cache`` exists.
+FP8 configs (``mxgate.vectors.configs``), all outputs.
 
 Inputs are stored as the op takes them: q, weights, k, cos_cache, sin_cache as uint16 bit
 patterns of the config's q dtype (bf16, or fp16: view them as float16, the group's ``views``
@@ -12,14 +11,15 @@ not; SPEC 6) are stored as acceptable alternatives.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate import oracle
+from mxgate.oracle import ops
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROPE_DIM, ROW_BYTES
 from mxgate.vectors import configs
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
 from mxgate.inputs.samples import normal
@@ -32,20 +32,9 @@ OP = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 PROFILES = ("gfx950", "aiter-gfx942")
 POISON = 0xA5
 MAX_POS = 64
-HEAD_DIM = 128
-
-
-def _op():
-    try:
-        ops = importlib.import_module("mxgate.oracle.ops")
-    except ImportError:
-        return None
-    return getattr(ops, OP, None)
 
 
 def available() -> str | None:
-    if _op() is None:
-        return f"mxgate.oracle.ops.{OP} is not written yet"
     return None
 
 
@@ -63,7 +52,7 @@ def _master_inputs(rng: np.random.Generator, tokens: int, heads: int) -> dict[st
     k = (normal(rng, (tokens, HEAD_DIM)) * 2.0).astype(np.float32)
     w = normal(rng, (tokens, heads)).astype(np.float32)
     # cos in [-1, 1], sin = +-sqrt(1 - cos^2): IEEE sqrt only (no platform sin/cos in a vector).
-    cos = rng.uniform(-1.0, 1.0, size=(MAX_POS, 32))
+    cos = rng.uniform(-1.0, 1.0, size=(MAX_POS, ROPE_DIM // 2))
     sin = np.sqrt(1.0 - cos * cos) * np.where(rng.integers(0, 2, size=cos.shape) == 1, -1.0, 1.0)
     return {
         "q": q, "k": k, "weights": w,
@@ -96,7 +85,7 @@ def _case_inputs(master: dict[str, np.ndarray], cfg: dict[str, Any]) -> tuple[di
         "sin_cache": cast(master["sin_cache"]),
     }
     if cfg["mode"] == "fp4":
-        inputs["q_out"] = np.full((t, h, HEAD_DIM // 2), POISON, np.uint8)
+        inputs["q_out"] = np.full((t, h, ROW_BYTES), POISON, np.uint8)
         inputs["q_scale_out"] = np.full((t, 1, 4, 16, -(-(h // 16) // 4) * 4), POISON, np.uint8)
         inputs["kv_cache"] = np.full((2, 1, 4, block, 16), POISON, np.uint8)
         inputs["kv_cache_scale"] = np.full((2, 1, 4, block), POISON, np.uint8)
@@ -105,7 +94,7 @@ def _case_inputs(master: dict[str, np.ndarray], cfg: dict[str, Any]) -> tuple[di
         inputs["q_out"] = np.full((t, h, HEAD_DIM), POISON, np.uint8)
         inputs["kv_cache"] = np.full((2, block, HEAD_DIM + 4), POISON, np.uint8)
         inputs["weights_out"] = np.full((t, h), 0xA5A5A5A5, np.uint32).view(np.float32)
-    scalars = {"epsilon": 1e-6, "quant_block_size": 32 if cfg["mode"] == "fp4" else HEAD_DIM,
+    scalars = {"epsilon": 1e-6, "quant_block_size": GROUP if cfg["mode"] == "fp4" else HEAD_DIM,
                "scale_fmt": cfg["scale_fmt"], "weights_scale": 0.125, "preshuffle": cfg["preshuffle"],
                "is_neox": cfg["is_neox"], "compute_all_q_rope": cfg["compute_all_q_rope"]}
     return inputs, scalars
@@ -165,7 +154,7 @@ def _differs(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]) -> bool:
 def build(fb: FamilyBuilder) -> None:
     from mxgate.oracle.ops import frontend
 
-    op = _op()
+    op = getattr(ops, OP)
     rng = fb.rng(40)
     quick = configs.quick_ids()
     for mode, cfgs in (("fp4", configs.fp4_configs()), ("fp8", configs.fp8_configs())):

@@ -9,12 +9,11 @@ a quantize-and-store kernel implements, judged per profile.
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate import oracle
+from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
 from mxgate.inputs.samples import normal, pow2_f64
@@ -26,15 +25,7 @@ POISON_NOTE = "buffers start filled with the poison byte 0xA5"
 
 
 def available() -> str | None:
-    if importlib.util.find_spec("mxgate.oracle.layouts") is None:
-        return "mxgate.oracle.layouts is not written yet"
     return None
-
-
-def _layouts():
-    from mxgate.oracle import layouts
-
-    return layouts
 
 
 # layout name -> [(slug, dims, slots or None, tier, flags)]
@@ -91,7 +82,6 @@ def _logical(layout, dims: dict[str, int], n: int, rng: np.random.Generator) -> 
 
 
 def build(fb: FamilyBuilder) -> None:
-    layouts = _layouts()
     rng = fb.rng(30)
     for name, plan in _plans(rng).items():
         layout = layouts.get(name)

@@ -10,14 +10,15 @@ outside a row's window are -inf in all three forms (bound 0).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate import oracle
+from mxgate.oracle import ops
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.geometry import KV_BLOCK
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
 from mxgate.inputs.samples import normal
 
@@ -25,25 +26,13 @@ NAME = "logits"
 DESCRIPTION = "pa_mqa_logits_fp4 decode and prefill scorers: exact emulated order plus a rigorous bound"
 SEED = 0x4D584705
 PROFILES = ("gfx950",)  # the scorers read FP4 bytes the gfx950 writer produced
-KV_BLOCK = 64
 SCORERS = {OpName.PA_MQA_LOGITS_FP4_DECODE: "pa_mqa_logits_fp4_exact",
            OpName.PA_MQA_LOGITS_FP4_PREFILL: "pa_mqa_logits_fp4_prefill_exact"}
 OUTPUTS = ("logits", "logits_value", "logits_bound")
 COMPARE = {"logits": "within:logits_value,logits_bound", "logits_value": "reference", "logits_bound": "reference"}
 
 
-def _fn(attr: str):
-    try:
-        ops = importlib.import_module("mxgate.oracle.ops")
-    except ImportError:
-        return None
-    return getattr(ops, attr, None)
-
-
 def available() -> str | None:
-    for attr in SCORERS.values():
-        if _fn(attr) is None:
-            return f"mxgate.oracle.ops.{attr} is not written yet"
     return None
 
 
@@ -121,7 +110,7 @@ def build(fb: FamilyBuilder) -> None:
         ],
     }
     for op, plan in plans.items():
-        fn = _fn(SCORERS[op])
+        fn = getattr(ops, SCORERS[op])
         g = None
         for slug, tier, make, width in plan:
             inputs = make()

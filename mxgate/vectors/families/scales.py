@@ -16,6 +16,7 @@ from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle import scales as _scales
+from mxgate.oracle.formats import e2m1
 from mxgate.vectors.families import _unverified as unv
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
 from mxgate.inputs.bits import F32_INF, F32_MAX, bit, f32, is_nan_bits, pow2_bits
@@ -220,7 +221,7 @@ def _mx_quantize(fb: FamilyBuilder) -> None:
     bad[3, 0] = f32([0xFFC00001])[0]
     _mx_case(g, "nonfinite-block", "a block holding +Inf, -Inf or a NaN: scale 0xFF, every element NaN after division",
              ["nonfinite-block", "inf", "nan", "BUGS-20"], bad, tier="quick")
-    mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0], np.float64)
+    mids = np.array([*e2m1.MIDPOINTS, 6.0], np.float64)
     rows = []
     for k in (-10, 0, 3):
         for sign in (1.0, -1.0):
