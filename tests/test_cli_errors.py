@@ -330,7 +330,7 @@ def test_pipe_closed_before_any_output(work: Path, argv: tuple[str, ...]) -> Non
 
 DOCUMENTED = {
     "explain": ("0", "1", "2", "3", "141"),
-    "sweep": ("0", "1", "2", "3", "141"),
+    "sweep": ("0", "1", "2", "3", "5", "141"),
     "bench": ("0", "2", "3", "141"),
     "profiles": ("0", "2", "3", "141"),
     "vectors": ("0", "1", "2", "3", "141"),
