@@ -23,8 +23,9 @@ EPILOG = f"""exit status:
        the twin do (examples are printed)
   2    bad usage, said in one line before any work: unknown profile or backend, --chunks
        outside [1, {CHUNKS}] (with --device: [1, 2^(32 - --chunk-bits)]), --chunk-bits
-       outside [16, 28], --workers < 1, --against ml_dtypes without ml_dtypes installed, --device without --backend or torch,
-       --device cuda without a CUDA device, e4m3 without --device
+       outside [16, 28], --workers < 1, --against ml_dtypes without ml_dtypes installed,
+       --device without --backend or torch, --device cuda without a CUDA device, e4m3
+       without --device
   3    an internal error of mxgate (a bug; --debug shows the traceback)
   5    --device: the backend (or its encoder) cannot run here; the reason is printed
   141  standard output was closed before the summary was written
