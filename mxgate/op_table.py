@@ -79,9 +79,30 @@ OPS: dict[str, str] = {
     OpName.SGLANG_PAGE68_STORE: "(k_bf16: uint16[T, 128], slots: int64[T], cache: uint8[pages, page_size*68]) -> cache",
     OpName.SGLANG_PAGE68_GATHER: "(cache: uint8[pages, page_size*68], slots: int64[T]) -> (packed uint8[T, 64], e8m0 uint8[T, 4])",
     OpName.AITER_FP4_KV_STORE: "(k_bf16: uint16[T, 128], slots: int64[T], kv_cache: uint8[nb,1,4,64,16], kv_scale: uint8[nb,1,4,64]) -> (kv_cache, kv_scale)",
-    OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: "AITER keyword arguments, see mxgate.oracle.ops.indexer",
-    OpName.PA_MQA_LOGITS_FP4_DECODE: "see mxgate.oracle.ops.logits",
-    OpName.PA_MQA_LOGITS_FP4_PREFILL: "see mxgate.oracle.ops.logits",
+    OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: (
+        "(q: uint16[T, H, 128] bf16, q_out: uint8[T, H, 64 | 128] | None, weights: uint16[T, H] bf16, "
+        "weights_out: float32[T, H] | None, k: uint16[T, 128] bf16, kv_cache: uint8[...] | None, "
+        "slot_mapping: int64[T], norm_weight: float32[128], norm_bias: float32[128], positions: int64[T], "
+        "cos_cache: uint16[max_pos, 32] bf16, sin_cache: uint16[max_pos, 32] bf16, epsilon: float, "
+        "quant_block_size: int, scale_fmt: str, weights_scale: float, mode: 'fp4' | 'fp8', AITER keyword "
+        "names) -> (q_out, q_scale, weights_out, kv_cache, kv_scale) in the mode's layouts; "
+        "see mxgate.oracle.ops.indexer"
+    ),
+    OpName.PA_MQA_LOGITS_FP4_DECODE: (
+        "(q_fp4: uint8[B, next_n, H, D/2] (aiter-fp4-q), q_scale: uint8[B, next_n, k_tiles, 4, 16, QS_PAD] "
+        "(aiter-fp4-q-scale), kv_cache: uint8[num_blocks, k_tiles, 4, 64, 16] (aiter-fp4-kv), kv_scale: "
+        "uint8[num_blocks, k_tiles, 4, 64] (aiter-fp4-kv-scale), block_tables: int32[B, max_blocks], "
+        "weights: uint16[B*next_n, H] bf16, context_lens: int32[B], max_seq_len: int, AITER keyword names) "
+        "-> float32[B*next_n, max_seq_len], written for t < ctx[b] - (next_n - 1 - n); "
+        "see mxgate.oracle.scorers.aiter_fp4"
+    ),
+    OpName.PA_MQA_LOGITS_FP4_PREFILL: (
+        "(q_fp4: uint8[rows, H, D/2], q_scale: uint8[rows, k_tiles, 4, 16, QS_PAD], kv_cache: "
+        "uint8[num_blocks, k_tiles, 4, 64, 16], kv_scale: uint8[num_blocks, k_tiles, 4, 64], block_tables: "
+        "int32[B, max_blocks], weights: uint16[rows, H] bf16, row_info: int32[rows, 4], max_seq_len: int, "
+        "AITER keyword names) -> float32[rows, max_seq_len], written in [local_start, local_end); "
+        "see mxgate.oracle.scorers.aiter_fp4"
+    ),
 }
 
 # sglang's Triton FP4 indexer kernels (mxgate.kernels.sglang_triton); the last three need CUDA.
@@ -93,13 +114,13 @@ OPS.update({
     OpName.SGLANG_FP4_INDEX_LOGITS_PAGED: "(q_bf16: uint16[B, H, 128], weights_bf16: uint16[B, H], req: int64[B], req_table: int32[R, W], lens: int64[B], table: uint8[pages, page_size*68], max_len: int, ratio: 1 | 2, candidate_mask: bool[B, >= max_len] | None = None) -> float32[B, max_len], defined below min(lens, max_len)",
 })
 
-# FP8 paged MQA logits over the indexer op's FP8 K cache (mxgate.oracle.ops.logits_fp8).
+# FP8 paged MQA logits over the indexer op's FP8 K cache (mxgate.oracle.scorers.aiter_fp8).
 OPS[OpName.PA_MQA_LOGITS_FP8_DECODE] = (
     "(q_fp8: uint8[B, next_n, H, D] e4m3 codes, kv_cache: uint8[num_blocks, block_size, D+4] (aiter-fp8-kv, "
     "or -preshuffle with preshuffle=True), weights: float32[B*next_n, H], context_lens: int32[B], "
     "block_tables: int32[B, max_blocks], max_seq_len: int, preshuffle: bool = False, variant: 'fn' | 'fnuz' = 'fn', "
     "out: float32[B*next_n, max_seq_len] | None = None) -> float32[B*next_n, max_seq_len], written iff "
-    "t + next_n - 1 - n < context_lens[b]; see mxgate.oracle.ops.logits_fp8"
+    "t + next_n - 1 - n < context_lens[b]; see mxgate.oracle.scorers.aiter_fp8"
 )
 
 # Positional inputs of each op, in call order, for checking a user's function at registration
@@ -118,7 +139,7 @@ OPS.setdefault(OpName.E2M1_DECODE, "(codes: uint8[...]) -> float32[...], the 16 
 OPS.setdefault(OpName.E8M0_SCALE, "(amax: float32[...]) -> uint8[...] e8m0 scale bytes under the profile's policy")
 OPS.setdefault(OpName.UE8M0_ROUND, "(scale: float32[...]) -> float32[...] the scale rounded to a power of two (ue8m0)")
 
-# vLLM PR #42908's ROCm Triton kernels (mxgate.kernels.vllm_triton; oracle: mxgate.oracle.ops.logits_vllm
+# vLLM PR #42908's ROCm Triton kernels (mxgate.kernels.vllm_triton; oracle: mxgate.oracle.scorers.vllm
 # and quant_vllm). The FP4 K cache is the vllm-fp4-indexer-k layout: uint8 [num_blocks, page_bytes].
 OPS.update({
     OpName.VLLM_FP4_PAGED_MQA_LOGITS: (
