@@ -43,12 +43,11 @@ from mxgate.inputs import boundaries, strategies
 from mxgate.kernels.base import Backend, OutsideContract
 from mxgate.kernels.isolation import BackendCrashed, BackendRaised
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as _SATURATE
 from mxgate.oracle.geometry import GROUP
 from mxgate.oracle.profiles import Profile
 
 SIDES = ("A", "B")
-# e4m3fn finite overflow / Inf per profile field fp8_overflow, as the element vectors compute it
-_SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 
 # Unit kinds: how an output is cut into units, printed, and classified by mxgate.explain.
 E2M1, NIBBLES, FP8_FN, FP8_FNUZ, E8M0, F32_SCALE, F32, BF16 = (

@@ -21,7 +21,7 @@ from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
 from mxgate.inputs.boundaries import element_boundaries, element_inputs, scale_blocks
 from mxgate.inputs.strategies import float_blocks
 
-SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as SATURATE
 CHUNK = 1 << 24  # float32 patterns per step of the exhaustive sweeps
 
 

@@ -44,8 +44,8 @@ from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.oracle.geometry import GROUP
 
-GROUP = 32
 MODES = {"round_down": 0, "round_up": 1, "even": 2, "ceil": 3}  # MxScaleRoundModeInt
 SCALE_PROFILES = {"round_down": "aiter-py-floor", "round_up": "aiter-py-rceil", "even": "aiter-py-even",
                   "ceil": "aiter-py-ceil"}
