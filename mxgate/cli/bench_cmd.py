@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 
 EPILOG = """exit status:
@@ -69,6 +70,8 @@ def _device_bench(args: argparse.Namespace, require) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name} must be >= 1, got {value}")
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # the fused kernel and sglang's run interpreted
     torch = require("torch", "mxgate bench --device (the twin runs on torch)")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA device here")

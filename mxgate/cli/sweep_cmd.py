@@ -8,6 +8,7 @@ With --device cpu|cuda --backend NAME: the backend's encoder (e2m1, e4m3fn or e4
 from __future__ import annotations
 
 import argparse
+import os
 
 from mxgate.op_table import OpName
 from mxgate.tools.sweep import AGAINST, TOTAL, CHUNK_BITS, sweep_e2m1
@@ -83,6 +84,8 @@ def _device_sweep(args: argparse.Namespace) -> int:
         raise ValueError(f"--chunks must lie in [1, {most}] (chunks of 2^{args.chunk_bits} inputs), got {args.chunks}")
     if args.profile is not None:
         profiles.get(args.profile)  # an unknown profile is a usage error before any work
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton backends run on the CPU interpreted
     torch = require("torch", "mxgate sweep --device (the twin runs on torch)")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA device here")
@@ -90,7 +93,12 @@ def _device_sweep(args: argparse.Namespace) -> int:
 
     backend = kernels.get(args.backend, device=args.device)
     op_name = ENCODERS[args.format]
-    status = backend.available_for(op_name) if backend.available() else backend.available()
+    status = backend.available()
+    if status and not backend.implements(op_name):
+        print(f"mxgate sweep: not supported here: {args.backend} has no {op_name} "
+              f"(its ops: {', '.join(sorted(map(str, backend.ops())))})", flush=True)
+        return 5
+    status = backend.available_for(op_name) if status else status
     if not status:
         print(f"mxgate sweep: not supported here: {args.backend} {op_name} on {args.device}: {status.reason}", flush=True)
         return 5

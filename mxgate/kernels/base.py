@@ -60,8 +60,8 @@ class Backend:
 
     Subclasses set ``name`` and ``description``, implement ``available()`` and ``ops()``.
     Each op's callable takes and returns NumPy arrays; the adapter moves data to torch and to
-    the device itself. Canonical op names and their signatures are listed in
-    ``mxgate.kernels.ops_catalogue``.
+    the device itself. Canonical op names and their signatures are declared in
+    ``mxgate.op_table``.
     """
 
     name: str = ""
@@ -86,7 +86,8 @@ class Backend:
     def op(self, op: str) -> Op:
         table = self.ops()
         if op not in table:
-            raise ValueError(f"op must be one of {sorted(table)} for backend {self.name!r}; got {op!r}")
+            raise ValueError(f"op must be one of {', '.join(sorted(map(str, table)))} for backend {self.name!r}; "
+                             f"got {str(op)!r}")
         return table[op]
 
     def __repr__(self) -> str:
