@@ -8,23 +8,13 @@ from functools import cache
 import torch
 
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.formats import e2m1 as oracle_e2m1
 from mxgate.oracle.formats.e2m1 import MAGNITUDES
-from mxgate.twin._bits import ABS32, f32_bits, bits_f32, is_nan_bits, pow2_f32, quiet_or_default
+from mxgate.twin._bits import f32_bits, bits_f32, is_nan_bits, pow2_f32, quiet_or_default
 from mxgate.twin._check import as_float32, as_uint8
-from mxgate.twin.rounding import classify, lookup
+from mxgate.twin.rounding import lookup
 
 KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
-_MAX_CODE = 7
-_SIGN = 8
-
-
-def _nan_codes_torchao(bits: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
-    # torchao's integer path on the NaN's own bits: rebias plus round-half-even at bit 22
-    magnitude = bits.to(torch.int64) & ABS32
-    odd = (magnitude >> 22) & 1
-    word = (magnitude + 0xC11FFFFF + odd) & 0xFFFFFFFF
-    code = ((word >> 22) & 0xFF).to(torch.uint8)
-    return code | (negative.to(torch.uint8) << 3)
 
 
 def table(profile: str | _profiles.Profile, device: str | torch.device = "cpu") -> torch.Tensor:
@@ -34,33 +24,8 @@ def table(profile: str | _profiles.Profile, device: str | torch.device = "cpu") 
 
 @cache
 def _table(p: _profiles.Profile, device: str) -> torch.Tensor:
-    grid = torch.tensor(MAGNITUDES, dtype=torch.float64, device=device)
-    c = classify(KEEP_BITS, grid, 8.0, p.tie)
-    magnitude = c.index.to(torch.uint8)
-    magnitude[c.overflow] = _MAX_CODE
-    if p.zero_sign == "keep":
-        sign = c.negative
-    elif p.zero_sign == "if_negative":
-        sign = c.negative & ((c.bits & ABS32) != 0)
-    else:
-        sign = c.negative & (magnitude != 0)
-    code = magnitude | (sign.to(torch.uint8) << 3)
-    signed_max = _MAX_CODE | (c.negative.to(torch.uint8) << 3)
-    if p.inf == "neg_max":
-        code[c.is_inf] = _SIGN | _MAX_CODE
-    else:
-        code[c.is_inf] = signed_max[c.is_inf]
-    full = torch.full_like(code, 0)
-    nan_codes = {
-        "max_signed": lambda: signed_max,
-        "pos_max": lambda: full + _MAX_CODE,
-        "neg_max": lambda: full + (_SIGN | _MAX_CODE),
-        "zero": lambda: full,
-        "inverted_zero": lambda: (~c.negative).to(torch.uint8) << 3,
-        "torchao_bits": lambda: _nan_codes_torchao(c.bits, c.negative),
-    }[p.nan]()
-    code[c.is_nan] = nan_codes[c.is_nan]
-    return code
+    # the oracle's own table, copied to the device: one rounding engine for both
+    return torch.from_numpy(oracle_e2m1.table(p).copy()).to(device)
 
 
 def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950",

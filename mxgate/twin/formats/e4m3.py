@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
 import torch
 
-from mxgate.oracle.formats.e4m3 import SATURATE_MODES, _magnitudes, _overflow_next
+from mxgate.oracle.formats import e4m3 as oracle_e4m3
+from mxgate.oracle.formats.e4m3 import SATURATE_MODES
 from mxgate.twin._bits import f32_bits
 from mxgate.twin._check import as_float32, as_uint8, check_choice
-from mxgate.twin.rounding import classify, lookup
+from mxgate.twin.rounding import lookup
 
 KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
 
@@ -24,27 +26,8 @@ def table(variant: str, saturate: bool | str, device: str | torch.device = "cpu"
 
 @cache
 def _table(variant: str, saturate: bool | str, device: str) -> torch.Tensor:
-    grid = torch.tensor(_magnitudes(variant), dtype=torch.float64, device=device)
-    c = classify(KEEP_BITS, grid, _overflow_next(variant), "even")
-    code = c.index.to(torch.uint8)
-    max_code = 0x7E if variant == "fn" else 0x7F
-    nan_code = 0x7F if variant == "fn" else 0x80
-    sign = c.negative.to(torch.uint8) << 7
-    if variant == "fn":
-        code = code | sign  # negative results rounding to zero keep their sign (0x80)
-    else:
-        code = code | torch.where(code != 0, sign, torch.zeros_like(sign))  # fnuz has no -0
-    big = c.overflow | c.is_inf
-    nan_fill = (sign | nan_code) if variant == "fn" else torch.full_like(sign, nan_code)
-    if saturate is False:  # overflow and Inf become NaN
-        code[big] = nan_fill[big]
-    else:  # finite overflow and Inf clamp to +-max
-        code[big] = (sign | max_code)[big]
-    if saturate == "satfinite":
-        code[c.is_nan] = 0x7F
-    else:
-        code[c.is_nan] = nan_fill[c.is_nan]
-    return code
+    # the oracle's own table, copied to the device: one rounding engine for both
+    return torch.from_numpy(oracle_e4m3.table(variant, saturate).copy()).to(device)
 
 
 def encode_e4m3(x: torch.Tensor, variant: str = "fn", saturate: bool | str = False) -> torch.Tensor:
@@ -57,14 +40,8 @@ def encode_e4m3(x: torch.Tensor, variant: str = "fn", saturate: bool | str = Fal
 
 @cache
 def _decode_table(variant: str, device: str) -> torch.Tensor:
-    magnitudes = torch.tensor(_magnitudes(variant), dtype=torch.float64, device=device)
-    values = torch.full((256,), float("nan"), dtype=torch.float64, device=device)
-    values[: magnitudes.numel()] = magnitudes
-    if variant == "fn":
-        values[128 : 128 + magnitudes.numel()] = -magnitudes
-    else:
-        values[129:256] = -magnitudes[1:128]
-    return values.to(torch.float32)
+    every_code = np.arange(256, dtype=np.uint8)
+    return torch.from_numpy(oracle_e4m3.decode_e4m3(every_code, variant).copy()).to(device)
 
 
 def decode_e4m3(codes: torch.Tensor, variant: str = "fn") -> torch.Tensor:
