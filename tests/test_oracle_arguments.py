@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mxgate import oracle
-from mxgate.oracle import _validate, exact, layouts, ops, profiles, scales
+from mxgate.oracle import arguments, exact, layouts, ops, profiles, scales
 from mxgate.oracle.formats import e2m1, e4m3
 from mxgate.oracle.ops import fastq, frontend
 from mxgate.oracle.scorers import sglang as logits_sglang
@@ -500,18 +500,18 @@ def test_op_scalars_accept_every_real_spelling_alike(name: str, call: Callable, 
 
 
 def test_the_validation_modules_share_the_scalar_checks() -> None:
-    """logits_validate and the indexer's validation answer a bad scalar as _validate does."""
+    """logits_validate and the indexer's validation answer a bad scalar as oracle.arguments does."""
     from mxgate.oracle.ops import indexer_checks as validation
     from mxgate.oracle.scorers import common as logits_validate
 
     for bad in (float("nan"), HUGE_INT):
         with pytest.raises(ValueError) as shared:
-            _validate.real(bad, "x")
+            arguments.real(bad, "x")
         with pytest.raises(ValueError) as scorer:
             logits_validate.real_f32(bad, "x")
         assert str(shared.value) == str(scorer.value)
     with pytest.raises(TypeError) as shared_int:
-        _validate.integer(2.0, "n")
+        arguments.integer(2.0, "n")
     with pytest.raises(TypeError) as scorer_int:
         logits_validate.positive_int(2.0, "n")
     assert str(shared_int.value) == str(scorer_int.value)
@@ -555,26 +555,26 @@ def test_describe_refuses_unknown_keywords(name: str) -> None:
 
 def test_choice_returns_the_canonical_member() -> None:
     modes = (False, True, "satfinite")
-    got = _validate.choice(np.str_("satfinite"), "saturate", modes)
+    got = arguments.choice(np.str_("satfinite"), "saturate", modes)
     assert got == "satfinite" and type(got) is str
-    assert _validate.choice(False, "saturate", modes) is False
-    assert _validate.choice(None, "mode", (None, "fp8")) is None
+    assert arguments.choice(False, "saturate", modes) is False
+    assert arguments.choice(None, "mode", (None, "fp8")) is None
     with pytest.raises(TypeError, match="got int 0"):
-        _validate.choice(0, "saturate", modes)
+        arguments.choice(0, "saturate", modes)
     with pytest.raises(TypeError, match="got numpy.bool"):
-        _validate.choice(np.False_, "saturate", modes)
+        arguments.choice(np.False_, "saturate", modes)
 
 
 def test_scalar_checks_canonicalise() -> None:
-    assert _validate.flag(True, "f") is True
-    assert type(_validate.integer(np.int16(5), "n")) is int
-    assert _validate.integer(2**70, "n") == 2**70  # big ints stay exact for the range checks
+    assert arguments.flag(True, "f") is True
+    assert type(arguments.integer(np.int16(5), "n")) is int
+    assert arguments.integer(2**70, "n") == 2**70  # big ints stay exact for the range checks
     with pytest.raises(TypeError, match="n must be an int, got numpy.bool"):
-        _validate.integer(np.True_, "n")
-    assert _validate.real(1, "s") == np.float32(1.0) and isinstance(_validate.real(1, "s"), np.float32)
-    assert np.isnan(_validate.real(float("nan"), "fill", finite=False))
-    assert _validate.real(0.1, "s") == np.float32(0.1)  # rounded to nearest, as a C float
+        arguments.integer(np.True_, "n")
+    assert arguments.real(1, "s") == np.float32(1.0) and isinstance(arguments.real(1, "s"), np.float32)
+    assert np.isnan(arguments.real(float("nan"), "fill", finite=False))
+    assert arguments.real(0.1, "s") == np.float32(0.1)  # rounded to nearest, as a C float
     with pytest.raises(ValueError, match="s must be > 0, got 0.0"):
-        _validate.real(0.0, "s", positive=True)
+        arguments.real(0.0, "s", positive=True)
     with pytest.raises(ValueError, match="an int of 1329 bits"):
-        _validate.integer(HUGE_INT, "n", maximum=10)
+        arguments.integer(HUGE_INT, "n", maximum=10)

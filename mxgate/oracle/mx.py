@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._parallel import run_ranges
-from mxgate.oracle._validate import as_float32, as_uint8, check_group
+from mxgate.oracle.parallel import run_ranges
+from mxgate.oracle.arguments import as_float32, as_uint8, check_group
 from mxgate.oracle.bits import ABS32, EXP32
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.formats.e8m0 import decode_e8m0

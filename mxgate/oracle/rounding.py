@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.parallel import run_ranges
 
 CHUNK = 1 << 16  # elements per pass: keeps temporaries in cache (measured fastest)
 

@@ -13,7 +13,7 @@ from functools import cache
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_float32, choice, real
+from mxgate.oracle.arguments import as_float32, choice, real
 from mxgate.oracle.bits import ABS32, EXP32, MANT32, f32_bits, pow2_f32
 
 RECIP_6 = np.float32(1.0) / np.float32(6.0)  # fl(1/6) = 0x3E2AAAAB

@@ -70,7 +70,7 @@ def run_bench(log2_size: int = 24, repeat: int = 5, seed: int = 20261129) -> lis
     """Benchmark the oracle's codecs against ml_dtypes on 2^log2_size float32 N(0, 4^2) values."""
     ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
 
-    from mxgate.oracle._parallel import thread_count
+    from mxgate.oracle.parallel import thread_count
 
     n = 1 << log2_size
     x = np.random.Generator(np.random.PCG64(seed)).standard_normal(n, dtype=np.float32) * np.float32(4.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mxgate.oracle._validate import check_choice, check_group
+from mxgate.oracle.arguments import check_choice, check_group
 
 __all__ = ["as_float32", "as_uint8", "check_choice", "check_group", "device_of"]
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from mxgate.oracle import layouts as _oracle_layouts
-from mxgate.oracle.layouts._core import POISON, Field, Layout, _check_rows, _phantom, _word_axis
+from mxgate.oracle.layouts import POISON, Field, Layout, check_rows, phantom_buffer, word_axis
 
 _WORD_DTYPES = {"f32le": torch.float32, "i32le": torch.int32}
 _TORCH_DTYPES = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32,
@@ -36,10 +36,10 @@ class _Strided:
 
 def _strided_views(layout: Layout, d: dict[str, int]) -> dict[str, _Strided]:
     """Per field and pad: the oracle's strided view of a buffer, as sizes/strides/offset."""
-    phantom = _phantom(layout._shape(d))
-    base = phantom.__array_interface__["data"][0]
+    shadow = phantom_buffer(layout._shape(d))
+    base = shadow.__array_interface__["data"][0]
     out = {}
-    for name, view in layout._views(phantom, d).items():
+    for name, view in layout._views(shadow, d).items():
         a = view.array
         out[name] = _Strided(tuple(a.shape), tuple(int(s) for s in a.strides),
                              a.__array_interface__["data"][0] - base, tuple(view.radices))
@@ -111,7 +111,7 @@ class TwinLayout:
 
     def _dims(self, buffer: torch.Tensor, arrays: tuple[torch.Tensor, ...] | None, dims: dict) -> dict[str, int]:
         proxies = None if arrays is None else tuple(_Proxy(a) for a in arrays)
-        return self.oracle._dims_for(_phantom(tuple(buffer.shape)), proxies, dims)
+        return self.oracle._dims_for(phantom_buffer(tuple(buffer.shape)), proxies, dims)
 
     def _check_slots(self, slots: object, n: int | None, d: dict[str, int], device: torch.device,
                      unique: bool = True) -> torch.Tensor:
@@ -163,7 +163,7 @@ class TwinLayout:
         d = self._dims(buffer, arrays, dims)
         n = arrays[0].shape[0]
         for f, a in zip(self.fields, arrays):
-            _check_rows(f, a, (n,) + self.oracle._row_shape(f, d))
+            check_rows(f, a, (n,) + self.oracle._row_shape(f, d))
         slot_arr = self._check_slots(slots, n, d, buffer.device)
         keep = slot_arr >= 0
         rows = self._destinations(slot_arr, keep)
@@ -195,7 +195,7 @@ class TwinLayout:
         for f in self.fields:
             s = views[f.name]
             got = self._view(buffer, s)[_digits(rows, s.radices)]
-            row_shape = self.oracle._row_shape(f, d) + _word_axis(f)
+            row_shape = self.oracle._row_shape(f, d) + word_axis(f)
             full = torch.full((slot_arr.numel(),) + row_shape, POISON, dtype=torch.uint8, device=buffer.device)
             full[keep] = got.reshape((rows.numel(),) + row_shape)
             out.append(_from_bytes(f, full))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_float32
-from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.arguments import as_float32
+from mxgate.oracle.parallel import run_ranges
 from mxgate.oracle.bits import ABS32, EXP32, f32_bits
 from mxgate.oracle.rounding import CHUNK
 

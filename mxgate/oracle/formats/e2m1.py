@@ -11,7 +11,7 @@ from functools import cache
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_float32, as_uint8, choice
+from mxgate.oracle.arguments import as_float32, as_uint8, choice
 from mxgate.oracle.bits import ABS32, f32_bits, pow2_f32
 from mxgate.oracle.rounding import classify, lookup
 

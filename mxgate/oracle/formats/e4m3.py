@@ -10,7 +10,7 @@ from functools import cache
 
 import numpy as np
 
-from mxgate.oracle._validate import as_float32, as_uint8, choice
+from mxgate.oracle.arguments import as_float32, as_uint8, choice
 from mxgate.oracle.bits import f32_bits
 from mxgate.oracle.rounding import classify, lookup
 

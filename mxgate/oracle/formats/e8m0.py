@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import as_uint8
+from mxgate.oracle.arguments import as_uint8
 from mxgate.oracle.bits import pow2_f32
 
 

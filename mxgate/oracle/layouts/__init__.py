@@ -68,6 +68,9 @@ from mxgate.oracle.layouts._core import (
     IndexMap,
     Layout,
     Location,
+    check_rows,
+    phantom_buffer,
+    word_axis,
 )
 from mxgate.oracle.layouts._sglang import (
     PackedRow,
@@ -108,5 +111,5 @@ def get(name: str) -> Layout:
 __all__ = [
     "DATA", "POISON", "REGION_NAMES", "SCALE", "UNWRITTEN", "ZERO_PAD",
     "Field", "IndexMap", "Layout", "Location",
-    "e8m0_to_word", "get", "join_packed_row", "names", "split_packed_row", "word_to_e8m0",
+    "check_rows", "e8m0_to_word", "phantom_buffer", "word_axis", "get", "join_packed_row", "names", "split_packed_row", "word_to_e8m0",
 ]

@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from mxgate.oracle._validate import MAX_BYTES, allocation, integer, shown
+from mxgate.oracle.arguments import MAX_BYTES, allocation, integer, shown
 
 POISON = 0xA5
 """Byte used to pre-fill buffers, so untouched bytes can be told apart from written ones."""
@@ -300,7 +300,7 @@ class Layout(ABC):
         d = self._dims_for(buffer, arrays, dims)
         n = arrays[0].shape[0]
         for f, a in zip(self.fields, arrays):
-            _check_rows(f, a, (n,) + self._row_shape(f, d))
+            check_rows(f, a, (n,) + self._row_shape(f, d))
         slot_arr = self._check_slots(slots, n, d)
         keep = slot_arr >= 0
         rows = self._destinations(slot_arr, keep)
@@ -338,8 +338,8 @@ class Layout(ABC):
             view = views[f.name]
             got = view.array[_digits(rows, view.radices)]
             row_shape = self._row_shape(f, d)
-            full = np.full((slot_arr.size,) + row_shape + _word_axis(f), POISON, np.uint8)
-            full[keep] = got.reshape((rows.size,) + row_shape + _word_axis(f))
+            full = np.full((slot_arr.size,) + row_shape + word_axis(f), POISON, np.uint8)
+            full[keep] = got.reshape((rows.size,) + row_shape + word_axis(f))
             out.append(_from_bytes(f, full))
         return tuple(out)
 
@@ -360,15 +360,15 @@ class Layout(ABC):
             raise ValueError(f"offsets must be in [0, {nbytes}), got values in "
                              f"[{off.min()}, {off.max()}]")
         nib = np.zeros_like(off) if nibble is None else _nibbles(nibble, off.shape)
-        phantom = _phantom(self._shape(d))
-        views = self._views(phantom, d)
+        shadow = phantom_buffer(self._shape(d))
+        views = self._views(shadow, d)
         region = np.zeros(off.shape, np.uint8)
         names = np.full(off.shape, "", dtype=object)
         axes = dict.fromkeys(a for f in self.fields + self.pads for a in f.axes)
         coords = {a: np.full(off.shape, -1, np.int64) for a in axes}
         word_byte = np.full(off.shape, -1, np.int64)
         for f in self.fields + self.pads:
-            hit, values, wb = self._decode(f, views[f.name], phantom, off, nib, d)
+            hit, values, wb = self._decode(f, views[f.name], shadow, off, nib, d)
             region[hit] = f.role
             names[hit] = f.name
             for axis, v in zip(f.axes, values):
@@ -556,7 +556,7 @@ class Layout(ABC):
         digits, hit = _unstride(view.array, phantom, off)
         nslot = len(view.radices)
         slot = _ravel(digits[:nslot], view.radices)
-        row_bytes = self._row_shape(f, d) + _word_axis(f)
+        row_bytes = self._row_shape(f, d) + word_axis(f)
         flat = _ravel(digits[nslot:], view.array.shape[nslot:])
         row = np.unravel_index(flat, row_bytes) if row_bytes else ()
         grid = self._grid(f.name, d)
@@ -617,13 +617,15 @@ def _check_distinct(valid: np.ndarray, total: int) -> None:
                          "more than once")
 
 
-def _check_rows(f: Field, a: np.ndarray, want: tuple[int, ...]) -> None:
+def check_rows(f: Field, a: np.ndarray, want: tuple[int, ...]) -> None:
+    """A logical array of the field's rows has the shape ``want`` (one-line error naming its axes)."""
     if a.shape != want:
         raise ValueError(f"{f.name} must have shape {want} ({', '.join(f.axes)}), "
                          f"got {a.shape}")
 
 
-def _word_axis(f: Field) -> tuple[int, ...]:
+def word_axis(f: Field) -> tuple[int, ...]:
+    """The trailing byte axis of a field stored in 4-byte words (empty for byte fields)."""
     return (4,) if f.unit in _WORD_UNITS else ()
 
 
@@ -680,7 +682,7 @@ def _expand_nibbles(f: Field, offset: np.ndarray) -> IndexMap:
     return IndexMap(full, nibble.copy())
 
 
-def _phantom(shape: tuple[int, ...]) -> np.ndarray:
+def phantom_buffer(shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of ``shape`` with C strides over one byte of memory: views of it
     give strides and base offsets without allocating a real buffer (never read it)."""
     strides = []

@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import choice, flag
+from mxgate.oracle.arguments import choice, flag
 from mxgate.oracle.formats.bf16 import round_bf16
 from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM
 from mxgate.oracle.ops.f32math import fma32, rsqrt32

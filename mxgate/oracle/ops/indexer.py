@@ -17,7 +17,7 @@ import numpy as np
 
 from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.parallel import run_ranges
 from mxgate.oracle.geometry import HEAD_DIM, ROW_BYTES, ROW_GROUPS
 from mxgate.oracle.ops import fastq, frontend, quant
 from mxgate.oracle.ops.frontend import FrontEnd

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._validate import BF16, ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
+from mxgate.oracle.arguments import BF16, ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROPE_DIM, ROW_BYTES
 from mxgate.oracle.ops.frontend import FrontEnd, ScalarKind, get_variant
 

@@ -49,7 +49,7 @@ import numpy as np
 
 from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle._parallel import run_ranges
+from mxgate.oracle.parallel import run_ranges
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.geometry import GROUP, KV_BLOCK, TILE_K
 from mxgate.oracle.ops.f32math import fma32

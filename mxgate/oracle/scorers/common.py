@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # the shared checks; the scorers call flag, allocation and shown through this module (v.flag)
-from mxgate.oracle._validate import allocation, flag, integer, real, shown  # noqa: F401
-from mxgate.oracle._validate import choice as _choice
+from mxgate.oracle.arguments import allocation, flag, integer, real, shown  # noqa: F401
+from mxgate.oracle.arguments import choice as _choice
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.geometry import KV_BLOCK, TILE_K
 

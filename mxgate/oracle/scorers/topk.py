@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mxgate.oracle._validate import allocation, integer, shown
+from mxgate.oracle.arguments import allocation, integer, shown
 
 
 def candidates(values: np.ndarray, window: np.ndarray | None) -> np.ndarray:
