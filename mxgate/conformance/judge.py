@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle import unverified
 from mxgate.oracle.ops import frontend
 from mxgate.oracle.ops import members as _members
 from mxgate.oracle.ops.indexer import IndexerOutputs
@@ -277,8 +278,6 @@ def judge_e2m1_codes(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, pr
                      name: str = "codes") -> Verdict:
     """E2M1 codes bit-equal, or acceptable where only NaN inputs differ under a profile whose
     NaN conversion is an unverified choice."""
-    from mxgate.vectors.families import _unverified as unverified
-
     v = compare_arrays(expected, actual, name)
     why = unverified.reason(_profiles.get(profile), "nan") if v.verdict == FAIL else ""
     if why and actual.shape == expected.shape:
@@ -287,6 +286,16 @@ def judge_e2m1_codes(x: np.ndarray, expected: np.ndarray, actual: np.ndarray, pr
         if np.all(((bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000))[bad]):
             return Verdict(ACCEPTABLE, f"{why} ({v.mismatches} NaN inputs differ)", total=v.total)
     return v
+
+
+def judge_mx_quantize(x: np.ndarray, profile: str, actual: object, reference=None) -> Verdict:
+    """A backend's (packed, e8m0) for ``x`` against the reference's ``quantize_mx(x, profile)``
+    (the oracle's unless another reference, such as the twin on the device, is given)."""
+    if reference is None:
+        from mxgate import oracle
+
+        reference = oracle.quantize_mx
+    return judge_mx_blocks(*reference(x, profile), actual)
 
 
 def judge_mx_blocks(packed: np.ndarray, scales: np.ndarray, actual: object) -> Verdict:
@@ -300,9 +309,7 @@ def judge_mx_blocks(packed: np.ndarray, scales: np.ndarray, actual: object) -> V
         scale_ok = not differing(scales, got_scales).any()
         bad_rows = differing(packed, got_packed).reshape(scales.shape + (-1,)).any(axis=-1)
         if scale_ok and np.all(scales[bad_rows] == 0xFF):
-            from mxgate.vectors.families.scales import SCALE_255_REASON
-
-            return Verdict(ACCEPTABLE, SCALE_255_REASON, total=v.total)
+            return Verdict(ACCEPTABLE, unverified.SCALE_255_REASON, total=v.total)
     return v
 
 

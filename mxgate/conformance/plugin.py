@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from mxgate import op_table
 from mxgate.conformance import hypothesis_settings, known_findings, outcome
 from mxgate.conformance import matrix as _matrix
 from mxgate.conformance.judge import FAIL, UNSUPPORTED, Verdict
@@ -257,6 +258,14 @@ def tier(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def device(request: pytest.FixtureRequest) -> str:
     return request.config.getoption("--device")
+
+
+@pytest.fixture(scope="session")
+def reference(request: pytest.FixtureRequest):
+    """reference(op) -> what the gate judges ``op`` against, NumPy in and out: the NumPy oracle,
+    or on --device cuda the torch twin on the card (``mxgate.op_table.reference``)."""
+    device = request.config.getoption("--device")
+    return lambda op: op_table.reference(op, device)
 
 
 @pytest.fixture(scope="session")

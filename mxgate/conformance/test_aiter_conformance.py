@@ -29,8 +29,8 @@ from mxgate.op_table import OpName
 from mxgate.oracle.geometry import HEAD_DIM, KV_BLOCK
 from mxgate import oracle
 from mxgate.conformance.hypothesis_settings import search
-from mxgate.conformance.test_elements import _judge_mx
-from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, logits_verdict as _logits_verdict
+from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, judge_mx_quantize
+from mxgate.conformance.judge import logits_verdict as _logits_verdict
 from mxgate.oracle import layouts
 from mxgate.inputs import logits as lc
 from mxgate.inputs.boundaries import E2M1_MIDPOINTS, in_rms_contract, scale_blocks, scale_inputs, tie_probe
@@ -59,9 +59,9 @@ def test_mx_like_boundaries(backend, record, profile_override, op: str) -> None:
     profile = _profile(backend, op, profile_override)
     run = backend.op(op).run
     x = scale_blocks()
-    record(op, "scale-boundary-blocks", _judge_mx(x, profile, run(x)), profile=profile)
+    record(op, "scale-boundary-blocks", judge_mx_quantize(x, profile, run(x)), profile=profile)
     t = tie_probe()
-    record(op, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
+    record(op, "tie-probe-scale-2^0", judge_mx_quantize(t, profile, run(t)), profile=profile)
 
 
 @pytest.mark.parametrize("op", _params(MX_OPS))
@@ -74,7 +74,7 @@ def test_mx_like_hypothesis(backend, record, profile_override, tier, op: str) ->
 def _hypothesis_blocks(backend, record, profile_override, op: str, strategy) -> None:
     profile = _profile(backend, op, profile_override)
     run = backend.op(op).run
-    seen, failed = search(strategy, lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
+    seen, failed = search(strategy, lambda x: judge_mx_quantize(x, profile, run(x)), lambda v: not v.passed)
     record(op, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)
 
 
@@ -83,9 +83,9 @@ def test_fused_rms_identity(backend, record, profile_override, tier) -> None:
     profile = _profile(backend, RMS_OP, profile_override)
     run = backend.op(RMS_OP).run
     x = in_rms_contract(scale_blocks())
-    record(RMS_OP, "scale-boundary-blocks-in-contract", _judge_mx(x, profile, run(x)), profile=profile)
+    record(RMS_OP, "scale-boundary-blocks-in-contract", judge_mx_quantize(x, profile, run(x)), profile=profile)
     t = tie_probe()
-    record(RMS_OP, "tie-probe-scale-2^0", _judge_mx(t, profile, run(t)), profile=profile)
+    record(RMS_OP, "tie-probe-scale-2^0", judge_mx_quantize(t, profile, run(t)), profile=profile)
     if tier != "quick":
         _hypothesis_blocks(backend, record, profile_override, RMS_OP, rms_blocks())
 

@@ -1,7 +1,8 @@
 """Element and scale conformance against the live oracle, for every selected backend.
 
 Each backend op is judged under its declared profile (``backend.op(name).profile``, or
-``--profile``); the matrix reports how that profile differs from gfx950. Tiers: quick runs the
+``--profile``); the matrix reports how that profile differs from gfx950. The expected values come
+from the ``reference`` fixture: the NumPy oracle, or on --device cuda the torch twin on the card. Tiers: quick runs the
 boundary classes, default adds every bf16 pattern and Hypothesis blocks, exhaustive adds every
 float32 input.
 """
@@ -12,16 +13,15 @@ import numpy as np
 import pytest
 
 from mxgate.op_table import OpName
-from mxgate import oracle
 from mxgate.conformance.hypothesis_settings import search
-from mxgate.conformance.judge import EXACT, FAIL, Verdict, combine, compare_arrays, judge_mx_blocks
+from mxgate.conformance.judge import EXACT, FAIL, Verdict, combine, compare_arrays, judge_mx_quantize
 from mxgate.conformance.judge import judge_e2m1_codes as _judge_e2m1
 from mxgate.oracle import profiles
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
 from mxgate.inputs.boundaries import element_boundaries, element_inputs, scale_blocks
 from mxgate.inputs.strategies import float_blocks
-
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as SATURATE
+
 CHUNK = 1 << 24  # float32 patterns per step of the exhaustive sweeps
 
 
@@ -30,21 +30,22 @@ def _profile(backend, op: str, override: str | None) -> str:
 
 
 @pytest.mark.mxgate_op(OpName.E2M1_ENCODE)
-def test_e2m1_encode(backend, record, profile_override, tier) -> None:
+def test_e2m1_encode(backend, record, profile_override, tier, reference) -> None:
     profile = _profile(backend, OpName.E2M1_ENCODE, profile_override)
+    encode = reference(OpName.E2M1_ENCODE)
     x = element_inputs(tier)
-    verdict = _judge_e2m1(x, oracle.encode_e2m1(x, profile), backend.op(OpName.E2M1_ENCODE).run(x), profile, "codes")
+    verdict = _judge_e2m1(x, encode(x, profile), backend.op(OpName.E2M1_ENCODE).run(x), profile, "codes")
     record(OpName.E2M1_ENCODE, f"boundary-classes-{tier}", verdict, profile=profile)
     nan = f32(NAN_PAYLOADS)
-    verdict = _judge_e2m1(nan, oracle.encode_e2m1(nan, profile), backend.op(OpName.E2M1_ENCODE).run(nan), profile, "codes")
+    verdict = _judge_e2m1(nan, encode(nan, profile), backend.op(OpName.E2M1_ENCODE).run(nan), profile, "codes")
     record(OpName.E2M1_ENCODE, "nan-payloads", verdict, profile=profile)
 
 
 @pytest.mark.mxgate_op(OpName.E2M1_ENCODE)
 @pytest.mark.exhaustive
-def test_e2m1_encode_every_float32(backend, record, profile_override) -> None:
-    _every_float32(backend, record, OpName.E2M1_ENCODE, profile_override,
-                   lambda x, p: oracle.encode_e2m1(x, p), judge=_judge_e2m1)
+def test_e2m1_encode_every_float32(backend, record, profile_override, reference) -> None:
+    _every_float32(backend, record, OpName.E2M1_ENCODE, profile_override, reference(OpName.E2M1_ENCODE),
+                   judge=_judge_e2m1)
 
 
 def _every_float32(backend, record, op: str, override, reference, judge=None) -> None:
@@ -64,61 +65,71 @@ def _every_float32(backend, record, op: str, override, reference, judge=None) ->
 
 
 def _fp8_params():
-    return [pytest.param(v, marks=pytest.mark.mxgate_op(f"e4m3{v}.encode"), id=v) for v in ("fn", "fnuz")]
+    return [pytest.param(v, marks=pytest.mark.mxgate_op(_encode_op(v)), id=v) for v in ("fn", "fnuz")]
+
+
+def _encode_op(variant: str) -> OpName:
+    return OpName.E4M3FN_ENCODE if variant == "fn" else OpName.E4M3FNUZ_ENCODE
+
+
+def _encode_e4m3(reference, variant: str):
+    encode = reference(_encode_op(variant))
+    return lambda x, p: encode(x, variant, saturate=SATURATE[profiles.get(p).fp8_overflow])
 
 
 @pytest.mark.parametrize("variant", _fp8_params())
-def test_e4m3_encode(backend, record, profile_override, tier, variant: str) -> None:
-    op = f"e4m3{variant}.encode"
+def test_e4m3_encode(backend, record, profile_override, tier, reference, variant: str) -> None:
+    op = _encode_op(variant)
     profile = _profile(backend, op, profile_override)
     x = element_boundaries() if tier == "quick" else np.concatenate([element_boundaries(), f32(bf16_patterns())])
     x = np.concatenate([x, f32(NAN_PAYLOADS)])
-    expected = oracle.encode_e4m3(x, variant, saturate=SATURATE[profiles.get(profile).fp8_overflow])
+    expected = _encode_e4m3(reference, variant)(x, profile)
     record(op, f"boundary-classes-{tier}", compare_arrays(expected, backend.op(op).run(x), "codes"), profile=profile)
 
 
 @pytest.mark.parametrize("variant", _fp8_params())
 @pytest.mark.exhaustive
-def test_e4m3_encode_every_float32(backend, record, profile_override, variant: str) -> None:
-    op = f"e4m3{variant}.encode"
-    _every_float32(backend, record, op, profile_override,
-                   lambda x, p: oracle.encode_e4m3(x, variant, saturate=SATURATE[profiles.get(p).fp8_overflow]))
+def test_e4m3_encode_every_float32(backend, record, profile_override, reference, variant: str) -> None:
+    _every_float32(backend, record, _encode_op(variant), profile_override, _encode_e4m3(reference, variant))
 
 
-@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.mxgate_op(f"e4m3{v}.decode"), id=v)
-                                     for v in ("fn", "fnuz")])
-def test_e4m3_decode(backend, record, profile_override, variant: str) -> None:
-    op = f"e4m3{variant}.decode"
+_DECODE_OPS = {"fn": OpName.E4M3FN_DECODE, "fnuz": OpName.E4M3FNUZ_DECODE}
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.mxgate_op(op), id=v)
+                                     for v, op in _DECODE_OPS.items()])
+def test_e4m3_decode(backend, record, profile_override, reference, variant: str) -> None:
+    op = _DECODE_OPS[variant]
     profile = _profile(backend, op, profile_override)
     codes = np.arange(256, dtype=np.uint8)
-    verdict = compare_arrays(oracle.decode_e4m3(codes, variant), backend.op(op).run(codes), "values", nan_equal=True)
+    verdict = compare_arrays(reference(op)(codes, variant), backend.op(op).run(codes), "values", nan_equal=True)
     record(op, "all-256-codes", verdict, profile=profile)
 
 
 @pytest.mark.mxgate_op(OpName.BF16_ROUND)
-def test_bf16_round(backend, record, profile_override, tier) -> None:
+def test_bf16_round(backend, record, profile_override, tier, reference) -> None:
     profile = _profile(backend, OpName.BF16_ROUND, profile_override)
     x = element_boundaries()
     if tier != "quick":
         rng = np.random.Generator(np.random.PCG64(0x4D58))
         x = np.concatenate([x, rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)])
     x = np.concatenate([x[~is_nan_bits(x.view(np.uint32))], f32(NAN_PAYLOADS)])
-    record(OpName.BF16_ROUND, f"boundary-classes-{tier}", compare_arrays(oracle.bf16_bits(x, profile),
+    record(OpName.BF16_ROUND, f"boundary-classes-{tier}", compare_arrays(reference(OpName.BF16_ROUND)(x, profile),
                                                                   backend.op(OpName.BF16_ROUND).run(x), "bits"),
            seed=0x4D58, profile=profile)
 
 
 @pytest.mark.mxgate_op(OpName.BF16_ROUND)
 @pytest.mark.exhaustive
-def test_bf16_round_every_float32(backend, record, profile_override) -> None:
-    _every_float32(backend, record, OpName.BF16_ROUND, profile_override, lambda x, p: oracle.bf16_bits(x, p))
+def test_bf16_round_every_float32(backend, record, profile_override, reference) -> None:
+    _every_float32(backend, record, OpName.BF16_ROUND, profile_override, reference(OpName.BF16_ROUND))
 
 
 @pytest.mark.mxgate_op(OpName.E8M0_DECODE)
-def test_e8m0_decode(backend, record, profile_override) -> None:
+def test_e8m0_decode(backend, record, profile_override, reference) -> None:
     profile = _profile(backend, OpName.E8M0_DECODE, profile_override)
     codes = np.arange(256, dtype=np.uint8)
-    verdict = compare_arrays(oracle.decode_e8m0(codes, profile), backend.op(OpName.E8M0_DECODE).run(codes), "values",
+    verdict = compare_arrays(reference(OpName.E8M0_DECODE)(codes, profile), backend.op(OpName.E8M0_DECODE).run(codes), "values",
                              nan_equal=True)
     record(OpName.E8M0_DECODE, "all-256-codes", verdict, profile=profile)
 
@@ -126,22 +137,20 @@ def test_e8m0_decode(backend, record, profile_override) -> None:
 # ---- mx.quantize ----------------------------------------------------------------------------
 
 
-def _judge_mx(x: np.ndarray, profile: str, actual: tuple) -> Verdict:
-    return judge_mx_blocks(*oracle.quantize_mx(x, profile), actual)
-
-
 @pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
-def test_mx_quantize_boundaries(backend, record, profile_override) -> None:
+def test_mx_quantize_boundaries(backend, record, profile_override, reference) -> None:
     profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
     x = scale_blocks()
-    record(OpName.MX_QUANTIZE, "scale-boundary-blocks", _judge_mx(x, profile, backend.op(OpName.MX_QUANTIZE).run(x)), profile=profile)
+    verdict = judge_mx_quantize(x, profile, backend.op(OpName.MX_QUANTIZE).run(x), reference(OpName.MX_QUANTIZE))
+    record(OpName.MX_QUANTIZE, "scale-boundary-blocks", verdict, profile=profile)
 
 
 @pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
-def test_mx_quantize_hypothesis(backend, record, profile_override, tier) -> None:
+def test_mx_quantize_hypothesis(backend, record, profile_override, tier, reference) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis blocks run from the default tier on")
     profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
     run = backend.op(OpName.MX_QUANTIZE).run
-    seen, failed = search(float_blocks(), lambda x: _judge_mx(x, profile, run(x)), lambda v: not v.passed)
+    quantize = reference(OpName.MX_QUANTIZE)
+    seen, failed = search(float_blocks(), lambda x: judge_mx_quantize(x, profile, run(x), quantize), lambda v: not v.passed)
     record(OpName.MX_QUANTIZE, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)

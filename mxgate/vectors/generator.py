@@ -21,7 +21,7 @@ import numpy as np
 from mxgate.vectors import diff as _diff
 from mxgate.vectors import manifest, schema
 from mxgate.vectors.families import FAMILIES
-from mxgate.vectors.families._builder import FamilyBuilder
+from mxgate.vectors.families import FamilyBuilder
 
 GENERATOR_VERSION = "1.0.0"
 Echo = Callable[[str], None]

@@ -33,14 +33,12 @@ takes an Inf amax through the clamp to 254 as the kernel does.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from mxgate import oracle
+from mxgate.oracle import layouts as _layouts
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM
-from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
 from mxgate.oracle.scorers import common as v
 from mxgate.oracle.profiles_vllm import PROFILE_NAME, VLLM_ROCM  # noqa: F401 - the quantizer's rule
 
@@ -87,7 +85,7 @@ def k_insert_mxfp4(k_bf16: np.ndarray, slots: np.ndarray, cache: np.ndarray, *, 
     normed = oracle.bf16_to_f32(oracle.bf16_bits(normed))  # the kernel's bf16 round trip
     packed, e8m0 = oracle.quantize_mx(np.ascontiguousarray(normed), profile(profile_))
     out = np.array(cache, copy=True)
-    layout = VllmFp4IndexerK()
+    layout = _layouts.get("vllm-fp4-indexer-k")
     s = v.integers(slots, "slots", 1)
     if s.shape[0] != bits.shape[0]:
         raise ValueError(f"slots must have one entry per row ({bits.shape[0]}), got {s.shape[0]}")

@@ -45,7 +45,7 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROW_GROUPS
-from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
+from mxgate.oracle import layouts as _layouts
 from mxgate.oracle.scorers import arithmetic as ar
 from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
@@ -55,7 +55,7 @@ from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, T
 SPAN_FAST = 24  # q' = sum_g I_g 2^(aq + ak) < 4 * 4608 * 2^24 < 2^39: exact in float64
 A_BITS = 39
 CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk
-LAYOUT = VllmFp4IndexerK()
+LAYOUT = _layouts.get("vllm-fp4-indexer-k")
 
 
 # ---- FP4 paged -------------------------------------------------------------------------------

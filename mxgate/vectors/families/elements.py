@@ -13,7 +13,7 @@ from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
-from mxgate.vectors.families import _unverified as unv
+from mxgate.oracle import unverified as unv
 from mxgate.vectors.families._builder import FamilyBuilder, Group, Outputs
 from mxgate.inputs.bits import F32_INF, F32_MAX, NAN_PAYLOADS, bf16_patterns, bit, f32, is_nan_bits, negate, neighbours
 from mxgate.inputs.samples import normal

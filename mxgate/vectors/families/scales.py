@@ -17,7 +17,8 @@ from mxgate import oracle
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle import scales as _scales
 from mxgate.oracle.formats import e2m1
-from mxgate.vectors.families import _unverified as unv
+from mxgate.oracle import unverified as unv
+from mxgate.oracle.unverified import SCALE_255_REASON
 from mxgate.vectors.families._builder import FamilyBuilder, Outputs
 from mxgate.inputs.bits import F32_INF, F32_MAX, bit, f32, is_nan_bits, pow2_bits
 from mxgate.inputs.samples import normal, pow2_f64
@@ -134,13 +135,6 @@ def _e8m0_scale(fb: FamilyBuilder) -> None:
 
 
 # ---- mx.quantize --------------------------------------------------------------------------
-
-
-SCALE_255_REASON = (
-    "SPEC 3 leaves the element codes of a block whose scale byte is 0xFF (NaN/Inf amax) unmeasured: the "
-    "profile's nan_scale divides by 2^128 (hardware converters, which read the scale's exponent field) or by "
-    "NaN (software quantizers: every element NaN, then the NaN rule)"
-)
 
 
 def _mx_case(g, slug: str, comment: str, flags: list[str], x: np.ndarray, tier: str = "default") -> None:

@@ -17,6 +17,12 @@ from mxgate.oracle import exact
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.geometry import GROUP
 
+SCALE_255_REASON = (
+    "SPEC 3 leaves the element codes of a block whose scale byte is 0xFF (NaN/Inf amax) unmeasured: the "
+    "profile's nan_scale divides by 2^128 (hardware converters, which read the scale's exponent field) or by "
+    "NaN (software quantizers: every element NaN, then the NaN rule)"
+)
+
 
 def reason(p: _profiles.Profile, field: str) -> str:
     """Why the profile's value of ``field`` is unverified, or "" when it is measured."""
