@@ -195,6 +195,7 @@ def validate(doc: dict[str, Any], array_keys: set[str] | None = None) -> None:
 
 
 def _keys_of_case(case: dict[str, Any]) -> list[str]:
+    """Every array key a case refers to (inputs, outputs, alternatives)."""
     keys = list(case["inputs"].values())
     for r in case["results"].values():
         keys += list(r["outputs"].values())
@@ -202,7 +203,3 @@ def _keys_of_case(case: dict[str, Any]) -> list[str]:
             keys += list(alt["outputs"].values())
     return keys
 
-
-def keys_of_case(case: dict[str, Any]) -> list[str]:
-    """Every array key a case refers to (inputs, outputs, alternatives)."""
-    return _keys_of_case(case)
