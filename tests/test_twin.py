@@ -865,3 +865,27 @@ def test_gpu_gate_reference_is_the_oracle() -> None:
             got = gate(*args)
             for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
                 assert np.asarray(w).tobytes() == np.asarray(g).tobytes(), f"seed {SEED + 31} {op} {name}"
+
+
+@pytest.mark.parametrize("mode", ["fp4", "fp8"])
+def test_envelope_judged_with_the_twin_reference_as_with_the_oracle(mode: str) -> None:
+    """The gate's indexer judge (judge.match_variants) with the twin computing the envelope
+    members (what --device cuda uses) reaches the oracle's verdict, counts and reasons: on the
+    oracle's own outputs (exact) and on a non-default member's outputs (acceptable)."""
+    from mxgate.conformance.judge import match_variants
+    from mxgate.oracle.ops import frontend
+    from mxgate.twin.reference import on_device
+
+    twin_ref = on_device(oracle.ops.indexer_qk_rope_quant_and_cache, "cpu")
+    args = cases.envelope_probe_case(mode)
+    members = frontend.envelope(profiles.get("gfx950"))
+    seen = set()
+    for member in (members[0], members[-1]):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            actual = oracle.ops.indexer_qk_rope_quant_and_cache(**cases.copy_case(args), variant=member)
+            want = match_variants(actual, profile="gfx950", **cases.copy_case(args))
+        got = match_variants(actual, reference=twin_ref, profile="gfx950", **cases.copy_case(args))
+        assert (got.status, got.reason, got.counts, got.total) == (want.status, want.reason, want.counts, want.total)
+        assert np.array_equal(got.k_variant, want.k_variant) and np.array_equal(got.q_variant, want.q_variant)
+        seen.add(got.status)
+    assert seen == {"exact", "acceptable"}, (mode, seen)

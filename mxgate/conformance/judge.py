@@ -568,7 +568,8 @@ class EnvelopeMatch:
     total: int = 0
 
 
-def match_variants(actual: IndexerOutputs | Sequence[Any] | Mapping[str, Any], **op_kwargs: Any) -> EnvelopeMatch:
+def match_variants(actual: IndexerOutputs | Sequence[Any] | Mapping[str, Any], *, reference=None,
+                   **op_kwargs: Any) -> EnvelopeMatch:
     """Judge a backend's indexer outputs against the envelope (``oracle.ops.members``).
 
     op_kwargs: the arguments the backend was called with, output buffers in their state
@@ -577,7 +578,8 @@ def match_variants(actual: IndexerOutputs | Sequence[Any] | Mapping[str, Any], *
     mapping by name; FP8 mode has no scale buffers).
     ``exact`` when every output byte equals the default member's, ``acceptable`` when every
     byte equals the composite (each written row from the first member whose bytes it equals;
-    untouched bytes must keep their values), ``fail`` otherwise.
+    untouched bytes must keep their values), ``fail`` otherwise. reference: the indexer op that
+    computes the members (NumPy in and out; default the oracle's).
     """
     m = _members
     args = m.bind(op_kwargs)
@@ -585,7 +587,7 @@ def match_variants(actual: IndexerOutputs | Sequence[Any] | Mapping[str, Any], *
     default = members[0]
     call = m.call_of({**args, "variant": default})
     got = m.as_outputs(actual)
-    base = m.run_member(args, default)
+    base = m.run_member(args, default, reference)
 
     t, h = call.num_tokens, call.num_heads
     k_variant = np.full(t, "", dtype=object)
@@ -601,7 +603,7 @@ def match_variants(actual: IndexerOutputs | Sequence[Any] | Mapping[str, Any], *
 
     runs = {default: base}
     for member in members[1:]:
-        runs[member] = m.run_member(args, member)
+        runs[member] = m.run_member(args, member, reference)
     names = [member.name for member in members]
     slots = call.slots[k_tokens]
     k_found = _first_match(m.k_rows(got, call, slots), [m.k_rows(runs[x], call, slots) for x in members], names)

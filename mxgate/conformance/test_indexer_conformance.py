@@ -54,29 +54,31 @@ def _run(backend, args: dict[str, Any]) -> Any:
     return result if result is not None else {k: mine.get(k) for k in OUTPUTS}
 
 
-def judge(backend, args: dict[str, Any], profile: str) -> Verdict:
-    """Run the backend on a copy of ``args`` and judge its outputs against the envelope."""
-    return envelope_verdict(match_variants(_run(backend, args), profile=profile, **args))
+def judge(backend, args: dict[str, Any], profile: str, reference) -> Verdict:
+    """Run the backend on a copy of ``args`` and judge its outputs against the envelope, whose
+    members ``reference`` (the ``reference`` fixture's indexer op: the oracle, or the twin on
+    the card) computes."""
+    return envelope_verdict(match_variants(_run(backend, args), reference=reference(OP), profile=profile, **args))
 
 
 @pytest.mark.parametrize("config", PR_FP4_CONFIGS, ids=[c.id for c in PR_FP4_CONFIGS])
-def test_pr_fp4_config(backend, record, profile_override, config: IndexerConfig) -> None:
+def test_pr_fp4_config(backend, record, profile_override, reference, config: IndexerConfig) -> None:
     profile = _profile(backend, profile_override)
-    record(OP, config.id, judge(backend, make_case(config), profile), seed=config.seed, profile=profile)
+    record(OP, config.id, judge(backend, make_case(config), profile, reference), seed=config.seed, profile=profile)
 
 
 @pytest.mark.parametrize("config", PR_FP8_CONFIGS, ids=[c.id for c in PR_FP8_CONFIGS])
-def test_pr_fp8_config(backend, record, profile_override, config: IndexerConfig) -> None:
+def test_pr_fp8_config(backend, record, profile_override, reference, config: IndexerConfig) -> None:
     profile = _profile(backend, profile_override)
-    record(OP, config.id, judge(backend, make_case(config), profile), seed=config.seed, profile=profile)
+    record(OP, config.id, judge(backend, make_case(config), profile, reference), seed=config.seed, profile=profile)
 
 
 @pytest.mark.parametrize("mode", ["fp4", "fp8"])
-def test_envelope_probe(backend, record, profile_override, mode: str) -> None:
+def test_envelope_probe(backend, record, profile_override, reference, mode: str) -> None:
     """K rows on rounding boundaries that each rsqrt/contraction member moves differently: the
     verdict's reason says which member the backend's front end matched."""
     profile = _profile(backend, profile_override)
-    record(OP, f"{mode}-envelope-probe", judge(backend, envelope_probe_case(mode), profile), seed=0, profile=profile)
+    record(OP, f"{mode}-envelope-probe", judge(backend, envelope_probe_case(mode), profile, reference), seed=0, profile=profile)
 
 
 # ---- host rejections -----------------------------------------------------------------------
@@ -155,14 +157,14 @@ def test_host_rejection(backend, record, profile_override, name: str, build, mes
 # ---- Hypothesis ---------------------------------------------------------------------------
 
 
-def _hypothesis(backend, record, profile: str, strategy, config_id: str) -> None:
+def _hypothesis(backend, record, profile: str, strategy, config_id: str, reference) -> None:
     failures: list[tuple[int, Verdict]] = []
 
     @suite_settings()
     @given(strategy)
     def check(case: tuple[int, dict[str, Any]]) -> None:
         seed, args = case
-        verdict = judge(backend, args, profile)
+        verdict = judge(backend, args, profile, reference)
         if not verdict.passed:
             failures.append((seed, verdict))
             raise AssertionError(f"seed {seed}: {verdict.reason}")
@@ -175,14 +177,14 @@ def _hypothesis(backend, record, profile: str, strategy, config_id: str) -> None
         record(OP, config_id, verdict, seed=seed, profile=profile)
 
 
-def test_hypothesis_fp4(backend, record, profile_override, tier) -> None:
+def test_hypothesis_fp4(backend, record, profile_override, reference, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
-    _hypothesis(backend, record, _profile(backend, profile_override), indexer_fp4_cases(), "fp4-hypothesis")
+    _hypothesis(backend, record, _profile(backend, profile_override), indexer_fp4_cases(), "fp4-hypothesis", reference)
 
 
-def test_hypothesis_fp8(backend, record, profile_override, tier) -> None:
+def test_hypothesis_fp8(backend, record, profile_override, reference, tier) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
     profile = _profile(backend, profile_override)
-    _hypothesis(backend, record, profile, indexer_fp8_cases(profiles.get(profile).fp8_variant), "fp8-hypothesis")
+    _hypothesis(backend, record, profile, indexer_fp8_cases(profiles.get(profile).fp8_variant), "fp8-hypothesis", reference)

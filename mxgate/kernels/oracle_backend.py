@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
+from mxgate import op_table
 from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.kernels.base import Backend, Op
@@ -38,8 +37,7 @@ class OracleBackend(Backend):
             OpName.SGLANG_PAGE8_STORE: Op(OpName.SGLANG_PAGE8_STORE, p, self._page8_store),
             OpName.SGLANG_PAGE68_GATHER: Op(OpName.SGLANG_PAGE68_GATHER, p, _page68_gather),
         }
-        if importlib.util.find_spec("mxgate.oracle.ops") is not None:
-            table.update(_op_level(p))
+        table.update(_op_level(p))
         return table
 
 
@@ -95,16 +93,7 @@ def _bind_profile(function, profile: str):
 
 
 def _op_level(profile: str) -> dict[str, Op]:
-    from mxgate.oracle import ops
-
-    found: dict[str, Op] = {}
-    for op_name, attr in (
-        (OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE, OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE),
-        (OpName.PA_MQA_LOGITS_FP4_DECODE, "pa_mqa_logits_fp4"),
-        (OpName.PA_MQA_LOGITS_FP4_PREFILL, "pa_mqa_logits_fp4_prefill"),
-        (OpName.PA_MQA_LOGITS_FP8_DECODE, "pa_mqa_logits_fp8"),
-    ):
-        function = getattr(ops, attr, None)
-        if function is not None:
-            found[op_name] = Op(op_name, profile, _bind_profile(function, profile))
-    return found
+    """The op-level oracle functions, as the op table names them, under this backend's profile."""
+    ops = (OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE, OpName.PA_MQA_LOGITS_FP4_DECODE,
+           OpName.PA_MQA_LOGITS_FP4_PREFILL, OpName.PA_MQA_LOGITS_FP8_DECODE)
+    return {op: Op(op, profile, _bind_profile(op_table.reference(op), profile)) for op in ops}

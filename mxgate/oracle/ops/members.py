@@ -39,8 +39,11 @@ def _copy_outputs(args: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_member(args: dict[str, Any], variant: FrontEnd) -> IndexerOutputs:
-    return indexer_qk_rope_quant_and_cache(**{**_copy_outputs(args), "variant": variant})
+def run_member(args: dict[str, Any], variant: FrontEnd, op=None) -> IndexerOutputs:
+    """One envelope member's outputs, by ``op`` (NumPy in and out, the oracle's op by default;
+    the gate passes the twin's on a GPU)."""
+    op = indexer_qk_rope_quant_and_cache if op is None else op
+    return IndexerOutputs(*op(**{**_copy_outputs(args), "variant": variant}))
 
 
 def call_of(args: dict[str, Any]) -> Call:

@@ -14,17 +14,15 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from mxgate.op_table import OpName
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.layouts import POISON
-from mxgate.oracle.ops.frontend import FrontEnd, envelope
-from mxgate.oracle.ops.validation import Call, check_call
+from mxgate.oracle.ops.frontend import FrontEnd
+from mxgate.oracle.ops.indexer_checks import Call, check_call
 from mxgate.twin import layouts
 from mxgate.twin.ops import frontend, quant
 from mxgate.twin.ops.f32math import Arith
 from mxgate.twin.scales import f32_const, mul32
 
-__all__ = ["IndexerOutputs", "envelope", OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE]
 
 CHUNK_ELEMENTS = 1 << 26  # Q elements per pass: float32 temporaries of 256 MB, few launches
 _K_CHUNK_ROWS = 1 << 16
