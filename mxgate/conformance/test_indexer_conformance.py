@@ -54,11 +54,12 @@ def _run(backend, args: dict[str, Any]) -> Any:
     return result if result is not None else {k: mine.get(k) for k in OUTPUTS}
 
 
-def judge(backend, args: dict[str, Any], profile: str, reference) -> Verdict:
+def judge(backend, args: dict[str, Any], profile: str, reference=None) -> Verdict:
     """Run the backend on a copy of ``args`` and judge its outputs against the envelope, whose
-    members ``reference`` (the ``reference`` fixture's indexer op: the oracle, or the twin on
-    the card) computes."""
-    return envelope_verdict(match_variants(_run(backend, args), reference=reference(OP), profile=profile, **args))
+    members the ``reference`` fixture's indexer op computes (the oracle, or the twin on the
+    card; without it the oracle)."""
+    op = reference(OP) if reference is not None else None
+    return envelope_verdict(match_variants(_run(backend, args), reference=op, profile=profile, **args))
 
 
 @pytest.mark.parametrize("config", PR_FP4_CONFIGS, ids=[c.id for c in PR_FP4_CONFIGS])
