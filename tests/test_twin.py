@@ -141,7 +141,8 @@ def element_inputs(seed: int) -> np.ndarray:
 
 
 def test_rounding_tables_equal_the_oracles() -> None:
-    """Every table entry (every class of sign, exponent, kept bits and sticky bit)."""
+    """The twin's tables are the oracle's, copied to the tensor's device: every entry (every
+    class of sign, exponent, kept bits and sticky bit) arrives intact."""
     for name in PROFILES:
         assert_same(oe2m1.table(name), te2m1.table(name), f"e2m1 table {name}")
     for variant, saturate in E4M3_RULES:

@@ -22,7 +22,6 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-from mxgate.op_table import OpName
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
 from mxgate.kernels.ops_catalogue import OPS, POSITIONAL
 

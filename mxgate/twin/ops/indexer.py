@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle.geometry import GROUP, HEAD_DIM
 from mxgate.oracle.layouts import POISON
 from mxgate.oracle.ops.frontend import FrontEnd
 from mxgate.oracle.ops.indexer_checks import Call, check_call
@@ -187,7 +188,7 @@ class _Run:
         t, h, dev = c.num_tokens, c.num_heads, self.device
         fp4 = c.mode == "fp4"
         if self.q_out is None:
-            self.q_out = torch.full((t, h, frontend.HEAD_DIM // 2 if fp4 else frontend.HEAD_DIM), POISON,
+            self.q_out = torch.full((t, h, HEAD_DIM // 2 if fp4 else HEAD_DIM), POISON,
                                     dtype=torch.uint8, device=dev)
         if self.weights_out is None:
             dtype = {"bf16": torch.uint16, "fp16": torch.float16, "fp32": torch.float32}[c.kind] if fp4 else torch.float32
@@ -210,7 +211,7 @@ class _Run:
         """(rows, sel) per chunk of written Q tokens: sel indexes the token axis."""
         rows = self.q_rows
         n = rows.numel()
-        per = max(1, CHUNK_ELEMENTS // (self.call.num_heads * frontend.HEAD_DIM))
+        per = max(1, CHUNK_ELEMENTS // (self.call.num_heads * HEAD_DIM))
         contiguous = n == self.call.num_tokens
         for start in range(0, n, per):
             stop = min(start + per, n)
@@ -241,7 +242,7 @@ class _Run:
                     break
             out.append(x)
         if not out:
-            return torch.empty((0, frontend.HEAD_DIM), dtype=torch.float32, device=self.device)
+            return torch.empty((0, HEAD_DIM), dtype=torch.float32, device=self.device)
         return torch.cat(out)
 
     def _row_mask(self) -> torch.Tensor:
@@ -254,7 +255,7 @@ class _Run:
     def q_fp4(self) -> None:
         c = self.call
         t, h = c.num_tokens, c.num_heads
-        scales = torch.zeros((t, h, frontend.HEAD_DIM // quant.FP4_GROUP), dtype=torch.uint8, device=self.device)
+        scales = torch.zeros((t, h, HEAD_DIM // GROUP), dtype=torch.uint8, device=self.device)
         for sel in self._q_chunks():
             packed, e8m0 = quant.quantize_fp4(self._q_values(sel), c.profile)
             self.q_out[sel] = packed
