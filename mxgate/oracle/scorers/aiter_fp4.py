@@ -526,14 +526,16 @@ class _Group:
         pk = pow2_f64(lk)[None, :]  # qk = q' * 2^(lq - 256) * 2^lk
         y *= pk * math.ldexp(1.0, -256)
         value = y * np.float64(self.ws)
-        # bound sums: sum_h x_h * 2^(lq_h - 256) * (|w_h|, 1) by one batched product per quantity
+        # bound sums: sum_h x_h * 2^(lq_h - 256) * (|w_h|, 1), heads left to right in float64
         sq = pow2_f64(self.lq - 256)
         wabs = np.abs(self.w32).astype(np.float64)
-        weights = np.stack([sq * wabs, sq], axis=1)  # [Rb, 2, H]
-        R, rho = (np.matmul(weights, a) * pk[:, None, :]).transpose(1, 0, 2)
+        R = ar.weighted_heads(sq * wabs, a) * pk
+        rho = ar.weighted_heads(sq, a) * pk
         c, n_eta = ar.qk_coeffs(opts.bound_model, groups=self.G, k_tiles=self.k_tiles, head_dim=self.D)
-        D, Delta = (np.matmul(weights, self._abs_sum(qp, ig, nk, opts)) * (c * pk)[:, None, :]).transpose(1, 0, 2)
-        D = D + n_eta * ar.ETA * wabs.sum(axis=1)[:, None]
+        abs_sum = self._abs_sum(qp, ig, nk, opts)
+        D = ar.weighted_heads(sq * wabs, abs_sum) * (c * pk)
+        Delta = ar.weighted_heads(sq, abs_sum) * (c * pk)
+        D = D + n_eta * ar.ETA * ar.sum_heads(wabs)[:, None]
         Delta = Delta + n_eta * ar.ETA * self.H
         bound = ar.decode_bound(R=R, D=D, rho=rho, Delta=Delta, value=value, ws=float(self.ws), heads=self.H)
         return value, bound
@@ -666,8 +668,8 @@ def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: O
     r = np.where(pos, q64, 0.0)
     wabs = np.abs(grp.w32[r_idx]).astype(np.float64)
     with np.errstate(all="ignore"):
-        bound = ar.decode_bound(R=(r * wabs).sum(axis=1), D=(delta * wabs).sum(axis=1), rho=r.sum(axis=1),
-                                Delta=delta.sum(axis=1), value=value, ws=ws, heads=H)
+        bound = ar.decode_bound(R=ar.sum_heads(r * wabs), D=ar.sum_heads(delta * wabs), rho=ar.sum_heads(r),
+                                Delta=ar.sum_heads(delta), value=value, ws=ws, heads=H)
     bad = spec_h.any(axis=1) | grp.w_bad[r_idx]
     if bad.any():  # IEEE float64 with the decoded values: NaN / Inf where the arithmetic gives them
         with np.errstate(all="ignore"):

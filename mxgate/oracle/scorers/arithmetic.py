@@ -188,6 +188,30 @@ def f64_nearest(value: Fraction) -> float:
     return float(value)
 
 
+# ---- float64 sums over heads in the bounds ---------------------------------------------------
+# A bound's head sums run left to right in float64, one rounding per addition, never through a
+# BLAS or a reduction whose order depends on the shape or the machine: the same bytes everywhere,
+# and the torch twin (mxgate.twin.scorers) follows the same order on any device.
+
+
+def sum_heads(x: np.ndarray, axis: int = 1) -> np.ndarray:
+    """((x_0 + x_1) + x_2) + ... over ``axis`` in float64 (0 for an empty axis)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = np.moveaxis(x, axis, 0)
+    if x.shape[0] == 0:
+        return np.zeros(x.shape[1:])
+    acc = x[0].copy()
+    for h in range(1, x.shape[0]):
+        acc += x[h]
+    return acc
+
+
+def weighted_heads(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """sum_h w[r, h] * x[r, h, t] left to right in float64 (each product rounded, then added)
+    -> [R, T]; w [R, H], x [R, H, T]."""
+    return sum_heads(np.asarray(w, dtype=np.float64)[:, :, None] * x, axis=1)
+
+
 # ---- float32 head-summation orders (all start from +0.0) ---------------------------------------
 # aiter-fp4:  four partial sums S_g over heads m*16 + 4g + e (m outer, e inner), then
 #             (S0 + S1) + (S2 + S3): the FlyDSL MFMA lane layout (SPEC section 7).
@@ -198,23 +222,24 @@ def f64_nearest(value: Fraction) -> float:
 HEAD_ORDERS = ("aiter-fp4", "sequential", "pairwise")
 
 
-def head_sum(p: np.ndarray, order: str) -> np.ndarray:
-    """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens]."""
+def head_sum(p, order: str, xp=np):
+    """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens].
+    ``xp`` is the array module (numpy here; torch for the twin: the same order on its tensors)."""
     H = p.shape[1]
-    zero = np.zeros((p.shape[0], p.shape[2]), dtype=np.float32)
+    zero = xp.zeros_like(p[:, 0])
     if order == "aiter-fp4":
         if H % MFMA_M:
             raise ValueError(f"head order 'aiter-fp4' needs heads to be a multiple of {MFMA_M}, got {H}")
         parts = []
         for g in range(4):
-            acc = zero.copy()
+            acc = zero + zero  # a fresh +0 buffer
             for m in range(H // MFMA_M):
                 for e in range(4):
                     acc += p[:, m * MFMA_M + 4 * g + e]
             parts.append(acc)
         return (parts[0] + parts[1]) + (parts[2] + parts[3])
     if order == "sequential":
-        acc = zero.copy()
+        acc = zero + zero  # a fresh +0 buffer
         for h in range(H):
             acc += p[:, h]
         return acc
@@ -227,7 +252,7 @@ def head_sum(p: np.ndarray, order: str) -> np.ndarray:
             if len(level) % 2:
                 nxt.append(level[-1])
             level = nxt
-        return level[0] + np.float32(0.0)  # the +0 start: -0 becomes +0
+        return level[0] + zero  # the +0 start: -0 becomes +0
     raise ValueError(f"head_order must be one of {', '.join(map(repr, HEAD_ORDERS))}; got {order!r}")
 
 
@@ -265,6 +290,7 @@ def qk_coeffs(model: str, *, groups: int, k_tiles: int, head_dim: int) -> tuple[
 def qk_delta(model: str, *, qk_abs: np.ndarray | None, group_abs: np.ndarray | None, groups: int,
              tile_abs: np.ndarray | None, k_tiles: int, dim_abs: np.ndarray | None,
              head_dim: int) -> np.ndarray:
+    # (arrays of any module: only * and + are applied)
     """delta_h, a bound on |qk(backend) - qk(exact)| under the named qk model.
 
     fp32-ksteps:  each 128-dim MFMA step is exact and rounds once into the fp32 accumulator:
@@ -285,7 +311,7 @@ def qk_delta(model: str, *, qk_abs: np.ndarray | None, group_abs: np.ndarray | N
 
 
 def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
-                 value: np.ndarray, ws: float, heads: int) -> np.ndarray:
+                 value: np.ndarray, ws: float, heads: int, xp=np) -> np.ndarray:
     """Bound on |out - X| for out = fl(sum_h fl(relu(qk_h) w_h) * ws) in any head order, and
     for the prefill arrangement (w' = fl(w ws) folded first, then products or fmas): the larger
     of the two, so a backend may place weight_scale either way.
@@ -294,17 +320,19 @@ def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.nda
     prefill: gamma_H [(1+u)|ws|(R + D) + eta (rho + Delta)] + (1+u)|ws| D + eta Delta
              + u |ws| R + eta (rho + 2 H)
     plus the float64 presentation error of ``value`` (2^-51 |value|).
+    Every bound function takes ``xp``, the array module of its arguments (numpy; torch for the
+    twin): the same float64 operations in the same order on either.
     """
     a = abs(float(ws))
     g = gamma(heads)
-    dec = (1 + U) * a * (g * (R + D) + D + 2 * heads * ETA) + U * np.abs(value) + ETA
+    dec = (1 + U) * a * (g * (R + D) + D + 2 * heads * ETA) + U * xp.abs(value) + ETA
     pre = prefill_bound(R=R, D=D, rho=rho, Delta=Delta, ws=ws, heads=heads, finish=False)
-    return _finish(np.maximum(dec, pre), value, scale=R + D + rho + Delta, ws=ws)
+    return _finish(xp.maximum(dec, pre), value, scale=R + D + rho + Delta, ws=ws, xp=xp)
 
 
 def prefill_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
                   ws: float, heads: int, value: np.ndarray | None = None,
-                  finish: bool = True) -> np.ndarray:
+                  finish: bool = True, xp=np) -> np.ndarray:
     """The prefill arrangement alone (see decode_bound)."""
     a = abs(float(ws))
     g = gamma(heads)
@@ -312,38 +340,38 @@ def prefill_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.nd
          + U * a * R + ETA * (rho + 2 * heads))
     if not finish:
         return b
-    return _finish(b, value, scale=R + D + rho + Delta, ws=ws)
+    return _finish(b, value, scale=R + D + rho + Delta, ws=ws, xp=xp)
 
 
 def fp8_bound(*, R: np.ndarray, Do: np.ndarray, value: np.ndarray, heads: int,
-              scale: np.ndarray) -> np.ndarray:
+              scale: np.ndarray, xp=np) -> np.ndarray:
     """FP8 scorer: out = sum_h fl(relu(fl(qk_h * ks)) * w_h), any head order, no final multiply.
 
     gamma_H (R + Do) + Do + 2 H eta, with Do = sum_h delta_o_h |w_h| and
     delta_o_h = |ks| (1+u) delta_h + u |ks| |qk_h| + eta (the rounding of qk * ks).
     """
     b = gamma(heads) * (R + Do) + Do + 2 * heads * ETA
-    return _finish(b, value, scale=scale, ws=1.0)
+    return _finish(b, value, scale=scale, ws=1.0, xp=xp)
 
 
 def bf16_chain_bound(*, R: np.ndarray, Dp: np.ndarray, P: np.ndarray, value: np.ndarray,
-                     heads: int, scale: np.ndarray) -> np.ndarray:
+                     heads: int, scale: np.ndarray, xp=np) -> np.ndarray:
     """sglang profile: s = bf16(qk), p = bf16(relu(s) w), S = any-order fp32 sum, out = bf16(S).
 
     With Dp = sum_h |p_h - r_h w_h| bounds and P = sum_h |p_h| bounds (from the caller):
     (1 + u_b) [Dp + gamma_{H-1} P] + u_b |X| + eta_b.
     """
-    b = (1 + U_BF16) * (Dp + gamma(heads - 1) * P) + U_BF16 * np.abs(value) + ETA_BF16
-    return _finish(b, value, scale=scale, ws=1.0)
+    b = (1 + U_BF16) * (Dp + gamma(heads - 1) * P) + U_BF16 * xp.abs(value) + ETA_BF16
+    return _finish(b, value, scale=scale, ws=1.0, xp=xp)
 
 
-def _finish(b: np.ndarray, value: np.ndarray | None, *, scale: np.ndarray, ws: float) -> np.ndarray:
+def _finish(b: np.ndarray, value: np.ndarray | None, *, scale: np.ndarray, ws: float, xp=np) -> np.ndarray:
     """Add the presentation error, inflate for the bound's own rounding, and give up (inf)
     where the fp32 path could overflow or the value is not finite."""
     if value is not None:
-        b = b + PRESENTATION * np.abs(np.where(np.isfinite(value), value, 0.0))
+        b = b + PRESENTATION * xp.abs(xp.where(xp.isfinite(value), value, 0.0))
     b = b * INFLATE
     risky = scale * max(1.0, abs(float(ws))) >= FP32_SAFE
     if value is not None:
-        risky = risky | ~np.isfinite(value)
-    return np.where(risky, np.inf, b)
+        risky = risky | ~xp.isfinite(value)
+    return xp.where(risky, math.inf, b)

@@ -20,6 +20,7 @@ from mxgate.oracle.layouts import POISON
 from mxgate.oracle.ops.frontend import FrontEnd
 from mxgate.oracle.ops.indexer_checks import Call, check_call
 from mxgate.twin import layouts
+from mxgate.twin.host import device_of, host_copy, output_stand_in, stand_in
 from mxgate.twin.ops import frontend, quant
 from mxgate.twin.ops.f32math import Arith
 from mxgate.twin.scales import f32_const, mul32
@@ -27,23 +28,6 @@ from mxgate.twin.scales import f32_const, mul32
 
 CHUNK_ELEMENTS = 1 << 26  # Q elements per pass: float32 temporaries of 256 MB, few launches
 _K_CHUNK_ROWS = 1 << 16
-
-try:
-    import ml_dtypes
-
-    _NP_OF_TORCH = {torch.bfloat16: np.dtype(ml_dtypes.bfloat16)}
-    for _t, _n in (("float8_e4m3fn", "float8_e4m3fn"), ("float8_e4m3fnuz", "float8_e4m3fnuz"),
-                   ("float8_e5m2", "float8_e5m2"), ("float8_e5m2fnuz", "float8_e5m2fnuz"),
-                   ("float8_e8m0fnu", "float8_e8m0fnu")):
-        if hasattr(torch, _t) and hasattr(ml_dtypes, _n):
-            _NP_OF_TORCH[getattr(torch, _t)] = np.dtype(getattr(ml_dtypes, _n))
-except ImportError:  # pragma: no cover - ml_dtypes is optional
-    _NP_OF_TORCH = {}
-_NP_OF_TORCH.update({torch.uint16: np.dtype(np.uint16), torch.float16: np.dtype(np.float16),
-                     torch.float32: np.dtype(np.float32), torch.int64: np.dtype(np.int64),
-                     torch.int32: np.dtype(np.int32), torch.uint8: np.dtype(np.uint8),
-                     torch.int16: np.dtype(np.int16), torch.float64: np.dtype(np.float64)})
-
 
 class IndexerOutputs(NamedTuple):
     """The five outputs (the caller's tensors where given). FP8 mode has no scale buffers."""
@@ -53,51 +37,6 @@ class IndexerOutputs(NamedTuple):
     kv_cache: torch.Tensor
     q_scale_out: torch.Tensor | None
     kv_cache_scale: torch.Tensor | None
-
-
-def _np_dtype(t: torch.Tensor, name: str) -> np.dtype:
-    try:
-        return _NP_OF_TORCH[t.dtype]
-    except KeyError:
-        raise TypeError(f"{name} has dtype {t.dtype}, which the op does not take") from None
-
-
-def _stand_in(t: object, name: str) -> object:
-    """A zero-stride NumPy array of t's shape and dtype (the checks read only those)."""
-    if not isinstance(t, torch.Tensor):
-        return t  # the oracle's check names the wrong type
-    base = np.zeros(1, dtype=_np_dtype(t, name))
-    return np.lib.stride_tricks.as_strided(base, shape=tuple(t.shape), strides=(0,) * t.dim(), writeable=False)
-
-
-def _host(t: object, name: str) -> object:
-    if not isinstance(t, torch.Tensor):
-        return t
-    _np_dtype(t, name)
-    if t.dtype == torch.bfloat16:
-        return t.detach().cpu().view(torch.int16).numpy().view(_NP_OF_TORCH[torch.bfloat16])
-    return t.detach().cpu().numpy()
-
-
-def _output_stand_in(t: object, name: str) -> object:
-    """A writeable C-contiguous NumPy array of t's shape and dtype (untouched: np.empty maps
-    pages lazily), for the checks of a caller's output tensor."""
-    if not isinstance(t, torch.Tensor):
-        return t
-    if not t.is_contiguous():
-        raise ValueError(f"{name} must be C-contiguous and writeable (the op writes into it in place)")
-    return np.empty(tuple(t.shape), dtype=_np_dtype(t, name))
-
-
-def _device_of(tensors: dict[str, object]) -> torch.device:
-    devices = {name: t.device for name, t in tensors.items() if isinstance(t, torch.Tensor)}
-    if not devices:
-        raise TypeError("q must be a torch tensor")
-    first = devices.get("q", next(iter(devices.values())))
-    for name, device in devices.items():
-        if device != first:
-            raise ValueError(f"{name} must be on the device of q ({first}), got {device}")
-    return first
 
 
 def _bits16(t: torch.Tensor) -> torch.Tensor:
@@ -123,17 +62,17 @@ def indexer_qk_rope_quant_and_cache(
     tensors = dict(q=q, q_out=q_out, weights=weights, weights_out=weights_out, k=k, kv_cache=kv_cache,
                    slot_mapping=slot_mapping, norm_weight=norm_weight, norm_bias=norm_bias, positions=positions,
                    cos_cache=cos_cache, sin_cache=sin_cache, q_scale_out=q_scale_out, kv_cache_scale=kv_cache_scale)
-    device = _device_of(tensors)
+    device = device_of(tensors)
     outputs = ("q_out", "weights_out", "kv_cache", "q_scale_out", "kv_cache_scale")
     small = ("slot_mapping", "positions", "norm_weight", "norm_bias")
     proxies = {}
     for name, t in tensors.items():
         if name in outputs:
-            proxies[name] = _output_stand_in(t, name)
+            proxies[name] = output_stand_in(t, name)
         elif name in small:
-            proxies[name] = _host(t, name)
+            proxies[name] = host_copy(t, name)
         else:
-            proxies[name] = _stand_in(t, name)
+            proxies[name] = stand_in(t, name)
     call = check_call(
         **proxies, epsilon=epsilon, quant_block_size=quant_block_size, scale_fmt=scale_fmt,
         weights_scale=weights_scale, preshuffle=preshuffle, is_neox=is_neox, compute_all_q_rope=compute_all_q_rope,
