@@ -164,3 +164,10 @@ def weighted_heads(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     for h in range(1, x.shape[1]):
         acc += w[:, h, None] * x[:, h]
     return acc
+
+
+def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in float64, for operands whose products and partial sums the oracle proves exact
+    (integer-valued dots): exact in any order, so any BLAS gives the oracle's values. float64
+    also keeps clear of TF32, which a float32 matmul on a GPU may use."""
+    return torch.matmul(a.to(torch.float64), b.to(torch.float64))
