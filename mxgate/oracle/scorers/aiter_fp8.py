@@ -22,6 +22,7 @@ against the bound.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,10 +76,34 @@ def _codes(x: object, name: str) -> np.ndarray:
     raise TypeError(f"{name} must be uint8 e4m3 codes or an ml_dtypes float8 array, got {a.dtype}")
 
 
-def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
-           block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool, variant: str,
-           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, with_bound: bool,
-           launch: dict) -> ScoredLogits:
+@dataclass(frozen=True)
+class Fp8Call:
+    """One checked call: the arguments in the shapes the scorer computes with."""
+
+    q: np.ndarray  # uint8 codes [rows, H, D]
+    kv: np.ndarray  # uint8 [num_blocks, block_size, D+4]
+    weights: np.ndarray  # float32 [rows, H]
+    context_lens: np.ndarray  # int64 [B]
+    block_tables: np.ndarray  # int64 [B, max_blocks]
+    next_n: int
+    width: int  # max_seq_len
+    end: np.ndarray  # int64 [rows]: the row's window is [0, end)
+    layout: layouts.Layout
+    out: np.ndarray | None
+    variant: str
+    qk_accum: str
+    head_order: str
+    bound_model: str
+    emulate: bool
+
+
+def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+               block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool,
+               variant: str, out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str,
+               emulate: bool, launch: dict) -> Fp8Call:
+    """Every argument check of the scorer, in order. The checks read only shapes and dtypes of
+    q_fp8, kv_cache, weights and out, and the values of context_lens and block_tables, so the
+    torch twin (mxgate.twin.scorers.aiter_fp8) runs them on shape-only stand-ins."""
     unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
@@ -145,12 +170,26 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
             j = int(np.argmax(bad))
             raise ValueError(f"block_tables[{b}, {j}] = {int(used[j])} is not a block index in [0, {num_blocks})")
     o = v.out_buffer(out, rows, width) if out is not None else None
+    return Fp8Call(q, kv, w, ctx, bt, nn, width, end, layout, o, variant, qk_accum, head_order, bound_model, emulate)
 
+
+def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
+           block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool, variant: str,
+           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, with_bound: bool,
+           launch: dict) -> ScoredLogits:
+    c = check_call(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
+                   out, qk_accum, head_order, bound_model, emulate, launch)
+    q, kv, w, ctx, bt, nn, width, end, layout, o = (c.q, c.kv, c.weights, c.context_lens, c.block_tables, c.next_n,
+                                                     c.width, c.end, c.layout, c.out)
+    emulate = c.emulate
+    rows, H, D = q.shape
+    num_blocks, bsz = kv.shape[0], kv.shape[1]
+    B = ctx.shape[0]
     window = (np.arange(width)[None, :] < end[:, None])
     emu = (o if o is not None else np.full((rows, width), -np.inf, np.float32)) if emulate else None
     value = np.full((rows, width), -np.inf) if with_bound else None
     bound = np.zeros((rows, width)) if with_bound else None
-    qv = oracle.decode_e4m3(q, variant).astype(np.float64)  # [rows, H, D]
+    qv = oracle.decode_e4m3(q, c.variant).astype(np.float64)  # [rows, H, D]
     for b in range(B):
         T = int(ctx[b])
         if T == 0:
@@ -158,13 +197,13 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
         t = np.arange(T)
         slots = bt[b, t // bsz] * bsz + t % bsz
         data, ks = layout.gather(kv, slots=slots, num_blocks=num_blocks, block_size=bsz, head_dim=D)
-        kvals = oracle.decode_e4m3(data, variant).astype(np.float64)  # [T, D]
+        kvals = oracle.decode_e4m3(data, c.variant).astype(np.float64)  # [T, D]
         r0 = b * nn
         chunk = max(64, CELLS_PER_CHUNK // (nn * H))
         for lo in range(0, T, chunk):  # token chunks keep temporaries in cache
             hi = min(lo + chunk, T)
-            res = _chunk(qv[r0:r0 + nn], kvals[lo:hi], ks[lo:hi], w[r0:r0 + nn], variant, qk_accum, head_order,
-                         bound_model, emulate, with_bound)
+            res = score_chunk(qv[r0:r0 + nn], kvals[lo:hi], ks[lo:hi], w[r0:r0 + nn], c.variant, c.qk_accum,
+                              c.head_order, c.bound_model, emulate, with_bound)
             win = window[r0:r0 + nn, lo:hi]
             for i in range(nn):
                 m = win[i]
@@ -175,15 +214,17 @@ def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context
                     value[r0 + i, cols] = res[1][i, m]
                     bound[r0 + i, cols] = res[2][i, m]
     if not with_bound:
-        return ScoredLogits(None, None, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
-    return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)
+        return ScoredLogits(None, None, window, emu, c.qk_accum, c.bound_model)  # type: ignore[arg-type]
+    return ScoredLogits(value, bound, window, emu, c.qk_accum, c.bound_model)
 
 
-def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, variant: str, qk_accum: str,
-           head_order: str, bound_model: str, emulate: bool, with_bound: bool
-           ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+def score_chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, variant: str, qk_accum: str,
+                head_order: str, bound_model: str, emulate: bool, with_bound: bool
+                ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]
-    -> (emulated float32 [n, Tc], value, bound)."""
+    -> (emulated float32 [n, Tc], value, bound). Every cell depends on its own row and token
+    only, so the torch twin calls this on the host for just its special cells (NaN results,
+    non-finite scales or weights) and patches them into its device result."""
     n, H, D = qv.shape
     Tc = kv.shape[0]
     G = D // GROUP
@@ -215,11 +256,11 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
         value = y * aks[None, :]
         bad_cell = nan.any(axis=1) | ~np.isfinite(ks)[None, :] | ~wfin.all(axis=1)[:, None]
         if bad_cell.any():  # IEEE float64 evaluation: NaN / Inf as the arithmetic gives
-            naive = (np.maximum(qk * ks[None, None, :].astype(np.float64), 0.0) * w[:, :, None]).sum(axis=1)
+            naive = ar.sum_heads(np.maximum(qk * ks[None, None, :].astype(np.float64), 0.0) * w[:, :, None], axis=1)
             naive = np.where(nan.any(axis=1), np.nan, naive)
             value = np.where(bad_cell, naive, value)
         r = a * math.ldexp(1.0, -2 * lsb) * aks[None, None, :]
-        wabs = np.abs(w.astype(np.float64))[:, :, None]
+        wabs = np.abs(w.astype(np.float64))
         if bound_model == GROUPS:
             delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=np.abs(parts).sum(axis=0), groups=G,
                                 tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
@@ -231,8 +272,8 @@ def _chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, varian
             delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=G, tile_abs=None, k_tiles=1,
                                 dim_abs=dabs, head_dim=D)
         delta_o = aks[None, None, :] * (1 + ar.U) * delta + ar.U * aks[None, None, :] * np.abs(qk) + ar.ETA
-        R = (r * wabs).sum(axis=1)
-        Do = (np.where(nan, 0.0, delta_o) * wabs).sum(axis=1)
+        R = ar.weighted_heads(wabs, r)  # left to right over heads, no BLAS or pairwise order
+        Do = ar.weighted_heads(wabs, np.where(nan, 0.0, delta_o))
         bound = ar.fp8_bound(R=R, Do=Do, value=value, heads=H, scale=R + Do)
         bound = np.where(bad_cell, np.inf, bound)
     return emu, value, bound
