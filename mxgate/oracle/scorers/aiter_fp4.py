@@ -362,6 +362,24 @@ def score(q_packed: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, kv_sca
     return res
 
 
+def score_pairs(q_packed: np.ndarray, q_e8m0: np.ndarray, w_bits: np.ndarray, ws: np.float32, k_codes: np.ndarray,
+                ek: np.ndarray, opts: Options) -> Result:
+    """Every (row, token) pair of the given query rows (q_packed [R, H, D/2], q_e8m0 [R, H, G],
+    w_bits [R, H]) against the given K tokens (codes [T, D], e8m0 [T, G]), all in the window:
+    the same cells ``score`` computes, for a caller that already holds the gathered operands
+    (mxgate.twin hands it the cells it leaves to the oracle). -> Result of [R, T]."""
+    R, T = q_packed.shape[0], k_codes.shape[0]
+    plan = Plan(np.zeros(R, np.int64), np.zeros(R, np.int64), np.full(R, T, np.int64))
+    res = Result(emulated=np.full((R, T), -np.inf, np.float32) if opts.emulate else None,
+                 value=np.full((R, T), -np.inf) if opts.with_bound else None,
+                 bound=np.zeros((R, T)) if opts.with_bound else None, window=np.ones((R, T), bool))
+    if R and T:
+        grp = _Group(np.arange(R), 0, q_packed, q_e8m0, w_bits, ws, plan, 2 * q_packed.shape[2], opts)
+        grp.k_codes, grp.ek, grp.t0 = k_codes, ek.astype(np.int64), 0
+        grp._chunk(0, T, res, opts)
+    return res
+
+
 class _Group:
     """The rows of one batch, scored together against that batch's KV tokens."""
 

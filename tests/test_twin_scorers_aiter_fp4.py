@@ -1,0 +1,268 @@
+"""The twin of AITER's pa_mqa_logits_fp4 decode and prefill (mxgate.twin.scorers.aiter_fp4)
+against the NumPy oracle, byte for byte: emulated float32, value and bound float64, window.
+
+CPU part (CI): the conformance configs of both ops under every profile, every qk_accum and
+bound model, the 5-D and 4-D q forms, ragged decode (cu_seq_q), a caller's ``out``, head_dim 256,
+planted special scale bytes (0xFF, 0x00), non-finite and subnormal weights, far-apart group scales
+(the oracle's exact path), overflowing products (NaN cells), and the oracle's errors.
+GPU part (``--device cuda``): the same configs on the card and one production-size call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mxgate import oracle  # noqa: E402
+from mxgate.conformance.test_logits_conformance import AITER_CONFIGS, PREFILL_CONFIGS  # noqa: E402
+from mxgate.inputs import logits as lc  # noqa: E402
+from mxgate.oracle import profiles  # noqa: E402
+from mxgate.oracle import scorers  # noqa: E402
+from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS  # noqa: E402
+from mxgate.twin.reference import to_device  # noqa: E402
+from mxgate.twin.scorers import aiter_fp4 as twin_fp4  # noqa: E402
+
+SEED = 20261201
+FIELDS = ("emulated", "value", "bound", "window")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _bytes(a) -> np.ndarray:
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    return np.ascontiguousarray(a).view(np.uint8).reshape(-1)
+
+
+def compare(expected: scorers.ScoredLogits, actual: scorers.ScoredLogits, note: str) -> int:
+    """Every field byte for byte (a NaN cell only NaN: payloads are outside the logits
+    contract); returns the number of window cells compared."""
+    for field in FIELDS:
+        e, a = getattr(expected, field), getattr(actual, field)
+        if e is None:
+            assert a is None, f"{note}: {field} given, the oracle gives None"
+            continue
+        assert tuple(e.shape) == tuple(a.shape), f"{note}: {field} shape {tuple(a.shape)}, oracle {e.shape}"
+        a = _np(a)
+        same = _bytes(e).reshape(e.shape + (-1,)) == _bytes(a).reshape(a.shape + (-1,))
+        same = same.all(axis=-1)
+        if e.dtype.kind == "f":  # NaN payloads are outside the contract: NaN where the oracle's is
+            same |= np.isnan(e) & np.isnan(a)
+        if not same.all():
+            r, t = np.argwhere(~same)[0]
+            raise AssertionError(f"{note}: {field} differs at row {r} token {t}: twin {a[r, t]!r}, "
+                                 f"oracle {e[r, t]!r}")
+    assert (actual.qk_accum, actual.bound_model) == (expected.qk_accum, expected.bound_model), note
+    return int(expected.window.sum())
+
+
+def _np(a):
+    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+
+
+def on(kwargs: dict, device: str) -> dict:
+    return {k: to_device(v, device) for k, v in kwargs.items()}
+
+
+def decode_cfgs() -> list[tuple[int, tuple]]:
+    return [(5000 + c[0] * 7 + c[1] + c[2] * 13 + c[3], c) for c in AITER_CONFIGS]
+
+
+def prefill_cfgs() -> list[tuple[int, tuple]]:
+    return [(6000 + c[0] + c[1] + c[2] + c[3] + int(c[4]), c) for c in PREFILL_CONFIGS]
+
+
+def plant_specials(kwargs: dict, seed: int) -> dict:
+    """0xFF and 0x00 bytes in the K and Q scales, a NaN, an Inf, a subnormal and a huge weight."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    kw = dict(kwargs)
+    ks = kw["kv_scale"].copy()
+    flat = ks.reshape(-1)
+    for byte in (0xFF, 0x00, 0xFE, 0x01):
+        flat[rng.integers(0, flat.size, 3)] = byte
+    qs = kw["q_scale"].copy()
+    qflat = qs.reshape(-1)
+    qflat[rng.integers(0, qflat.size, 2)] = 0xFF
+    qflat[rng.integers(0, qflat.size, 2)] = 0x00
+    w = kw["weights"].copy()
+    wf = w.reshape(-1)
+    for bits in (0x7FC1, 0x7F80, 0x0001, 0x7F7F, 0xFF80):
+        wf[int(rng.integers(0, wf.size))] = bits
+    kw.update(kv_scale=ks, q_scale=qs, weights=w)
+    return kw
+
+
+# ---- CPU: every conformance config, every profile and option ---------------------------------------
+
+
+@pytest.mark.parametrize("seed,cfg", decode_cfgs(), ids=[f"b{c[0]}_ctx{c[1]}_n{c[2]}_h{c[3]}_seed{s}" for s, c in decode_cfgs()])
+def test_decode_configs_every_profile(seed: int, cfg: tuple) -> None:
+    case = lc.fp4_decode_case(seed, *cfg)
+    cells = 0
+    for name in profiles.names():
+        want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name)
+        got = twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu"), profile=name)
+        cells += compare(want, got, f"decode seed {seed} {cfg} {name}")
+    assert cells > 0
+
+
+@pytest.mark.parametrize("seed,cfg", prefill_cfgs(), ids=[f"b{c[0]}_ctx{c[1]}_rows{c[2]}_h{c[3]}_seed{s}" for s, c in prefill_cfgs()])
+def test_prefill_configs_every_profile(seed: int, cfg: tuple) -> None:
+    B, ctx, rows, heads, random_windows = cfg
+    case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=random_windows)
+    cells = 0
+    for name in profiles.names():
+        want = scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name)
+        got = twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, "cpu"), profile=name)
+        cells += compare(want, got, f"prefill seed {seed} {cfg} {name}")
+    assert cells > 0
+
+
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_every_qk_accum_and_bound_model(mode: str) -> None:
+    seed = SEED + 1
+    if mode == "decode":
+        case = lc.fp4_decode_case(seed, 2, 200, 2, 32, head_dim=256, spread=6)
+        oracle_fn, twin_fn = scorers.pa_mqa_logits_fp4_scored, twin_fp4.pa_mqa_logits_fp4_scored
+    else:
+        case = lc.fp4_prefill_case(seed, 2, 200, 3, 32, head_dim=256, spread=6, random_windows=True)
+        oracle_fn, twin_fn = scorers.pa_mqa_logits_fp4_prefill_scored, twin_fp4.pa_mqa_logits_fp4_prefill_scored
+    for acc in QK_ACCUM:
+        for model in QK_MODELS:
+            for slow in (False, True):
+                kw = dict(qk_accum=acc, bound_model=model, _force_slow=slow)
+                compare(oracle_fn(**case.kwargs, **kw), twin_fn(**on(case.kwargs, "cpu"), **kw),
+                        f"{mode} seed {seed} {kw}")
+
+
+@pytest.mark.parametrize("seed", range(SEED, SEED + 6))
+def test_special_values_and_wide_spans(seed: int) -> None:
+    """Specials go through the oracle's exact path on the host; overflowing products give NaN
+    cells whose bits are the oracle's."""
+    spread = (0, 24, 60)[seed % 3]
+    case = lc.fp4_decode_case(seed, 2, 130, 1 + seed % 2, 32, spread=spread, weight_std=(0.1, 1e30)[seed % 2])
+    kw = plant_specials(case.kwargs, seed)
+    compared = 0
+    for name in ("gfx950", "ocp", "aiter-gfx942", "argmin"):
+        want = scorers.pa_mqa_logits_fp4_scored(**kw, profile=name)
+        got = twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), profile=name)
+        compared += compare(want, got, f"specials seed {seed} spread {spread} {name}")
+        assert np.isnan(want.emulated).any(), f"seed {seed}: the planted specials give no NaN cell"
+    pcase = lc.fp4_prefill_case(seed, 2, 130, 3, 32, spread=spread, random_windows=True)
+    pkw = plant_specials(pcase.kwargs, seed)
+    compare(scorers.pa_mqa_logits_fp4_prefill_scored(**pkw), twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(pkw, "cpu")),
+            f"prefill specials seed {seed}")
+    assert compared > 0
+
+
+def test_emulated_forms_write_only_the_window_of_out() -> None:
+    seed = SEED + 7
+    case = lc.fp4_decode_case(seed, 3, 300, 2, 64, shape4d=False)
+    fill = np.full((6, case.kwargs["max_seq_len"]), np.float32(1234.5), np.float32)
+    want = fill.copy()
+    scorers.pa_mqa_logits_fp4(**case.kwargs, out=want)
+    got = torch.from_numpy(fill.copy())
+    twin_fp4.pa_mqa_logits_fp4(**on(case.kwargs, "cpu"), out=got)
+    assert np.array_equal(_bytes(want), _bytes(got)), f"seed {seed}: out differs"
+    fresh = twin_fp4.pa_mqa_logits_fp4(**on(case.kwargs, "cpu"))
+    assert np.array_equal(_bytes(scorers.pa_mqa_logits_fp4(**case.kwargs)), _bytes(fresh)), f"seed {seed}"
+    pcase = lc.fp4_prefill_case(seed, 2, 300, 4, 64, random_windows=True)
+    assert np.array_equal(_bytes(scorers.pa_mqa_logits_fp4_prefill(**pcase.kwargs)),
+                          _bytes(twin_fp4.pa_mqa_logits_fp4_prefill(**on(pcase.kwargs, "cpu")))), f"seed {seed}"
+
+
+def test_ragged_decode_cu_seq_q() -> None:
+    seed = SEED + 8
+    case = lc.fp4_decode_case(seed, 3, 200, 3, 32, shape4d=False, context_lens=np.array([200, 7, 64]))
+    cu = np.array([0, 3, 4, 6], np.int32)
+    kw = {**case.kwargs, "cu_seq_q": cu}
+    kw.pop("next_n")
+    compare(scorers.pa_mqa_logits_fp4_scored(**kw, next_n_max=3), twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), next_n_max=3),
+            f"ragged seed {seed}")
+
+
+def test_errors_are_the_oracles() -> None:
+    seed = SEED + 9
+    case = lc.fp4_decode_case(seed, 2, 100, 1, 16)
+    k = case.kwargs
+    bad = [
+        {**k, "weights": k["weights"][:, :8]},
+        {**k, "context_lens": np.array([10, 101], np.int32)},
+        {**k, "block_tables": np.full_like(k["block_tables"], 999)},
+        {**k, "kv_scale": k["kv_scale"][:, :, :, :32]},
+        {**k, "weight_scale": float("nan")},
+        {**k, "q_fp4": k["q_fp4"].astype(np.int16)},
+    ]
+    for i, kw in enumerate(bad):
+        with pytest.raises((TypeError, ValueError)) as expected:
+            scorers.pa_mqa_logits_fp4_scored(**kw)
+        with pytest.raises(expected.type) as got:
+            twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"))
+        assert str(got.value) == str(expected.value), f"case {i}"
+    with pytest.raises(TypeError) as expected:
+        scorers.pa_mqa_logits_fp4_scored(**k, bogus=1)
+    with pytest.raises(TypeError) as got:
+        twin_fp4.pa_mqa_logits_fp4_scored(**on(k, "cpu"), bogus=1)
+    assert str(got.value) == str(expected.value)
+
+
+def test_every_oracle_function_has_its_counterpart() -> None:
+    assert set(twin_fp4.COUNTERPARTS) == {scorers.pa_mqa_logits_fp4, scorers.pa_mqa_logits_fp4_scored,
+                                          scorers.pa_mqa_logits_fp4_prefill, scorers.pa_mqa_logits_fp4_prefill_scored}
+    assert oracle.ops.pa_mqa_logits_fp4 is scorers.pa_mqa_logits_fp4
+
+
+# ---- GPU -------------------------------------------------------------------------------------------
+
+GPU = "cuda"
+
+
+@pytest.mark.gpu
+def test_gpu_configs_every_profile() -> None:
+    cells = 0
+    for seed, cfg in decode_cfgs():
+        case = lc.fp4_decode_case(seed, *cfg)
+        for name in profiles.names():
+            cells += compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name),
+                             twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU), profile=name),
+                             f"gpu decode seed {seed} {cfg} {name}")
+    for seed, cfg in prefill_cfgs():
+        B, ctx, rows, heads, rw = cfg
+        case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=rw)
+        for name in profiles.names():
+            cells += compare(scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name),
+                             twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, GPU), profile=name),
+                             f"gpu prefill seed {seed} {cfg} {name}")
+    print(f"pa_mqa_logits_fp4 on {GPU}: {cells:,} window cells identical (emulated, value, bound)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(SEED, SEED + 6))
+def test_gpu_options_and_specials(seed: int) -> None:
+    spread = (0, 24, 60)[seed % 3]
+    case = lc.fp4_decode_case(seed, 2, 130, 2, 32, head_dim=256, spread=spread, weight_std=(0.1, 1e30)[seed % 2])
+    kw = plant_specials(case.kwargs, seed)
+    for acc in QK_ACCUM:
+        for model in QK_MODELS:
+            opts = dict(qk_accum=acc, bound_model=model)
+            compare(scorers.pa_mqa_logits_fp4_scored(**kw, **opts), twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, GPU), **opts),
+                    f"gpu specials seed {seed} {opts}")
+
+
+@pytest.mark.gpu
+def test_gpu_production_size() -> None:
+    """64 heads, 8 query rows over 2 x 16384 tokens: 2^21 (row, token) cells."""
+    seed = SEED + 11
+    case = lc.fp4_decode_case(seed, 2, 16384, 4, 64, context_lens=np.array([16384, 12345]), spread=4)
+    want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs)
+    got = twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU))
+    cells = compare(want, got, f"gpu production seed {seed}")
+    print(f"pa_mqa_logits_fp4 production size on {GPU}: {cells:,} window cells identical")
