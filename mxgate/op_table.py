@@ -371,7 +371,12 @@ def reference(op: str, device: str = "cpu", *, twin: bool | None = None):
     if path is None:
         return None
     module, _, attr = path.partition(":")
-    function = getattr(importlib.import_module(module), attr)
+    return computed_on(getattr(importlib.import_module(module), attr), device, twin=twin)
+
+
+def computed_on(function, device: str = "cpu", *, twin: bool | None = None):
+    """The oracle's ``function`` as the gate runs it on ``device``, NumPy in and out: itself on
+    the CPU, its torch twin on that device where the twin has one (mxgate.twin.reference)."""
     if device != "cpu" if twin is None else twin:
         from mxgate.twin.reference import on_device
 

@@ -269,6 +269,15 @@ def reference(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
+def oracle_on_device(request: pytest.FixtureRequest):
+    """oracle_on_device(function) -> the oracle's ``function`` as the gate computes it, NumPy in
+    and out: itself, or on --device cuda its torch twin on the card (the scorers' ``*_scored``
+    forms are judged this way)."""
+    device = request.config.getoption("--device")
+    return lambda function: op_table.computed_on(function, device)
+
+
+@pytest.fixture(scope="session")
 def profile_override(request: pytest.FixtureRequest) -> str | None:
     name = request.config.getoption("--profile")
     if name is not None:

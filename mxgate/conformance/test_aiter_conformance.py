@@ -193,11 +193,11 @@ FP8_RAGGED = OpName.AITER_FP8_MQA_LOGITS
 @pytest.mark.mxgate_op(MIXED)
 @pytest.mark.parametrize("cfg", [(2, 300, 1, 64), (2, 256, 2, 32), (3, 129, 1, 16)],
                          ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
-def test_ref_mqa_logits_mixed(backend, record, cfg) -> None:
+def test_ref_mqa_logits_mixed(backend, record, cfg, oracle_on_device) -> None:
     B, ctx, next_n, H = cfg
     seed = 9400 + B + ctx + next_n + H
     case = lc.fp4_decode_case(seed, B, ctx, next_n, H)
-    scored = logits.pa_mqa_logits_fp4_scored(**case.kwargs, bound_model="any-order")
+    scored = oracle_on_device(logits.pa_mqa_logits_fp4_scored)(**case.kwargs, bound_model="any-order")
     width = case.kwargs["max_seq_len"]
     T = case.k_codes.shape[1]
     kv_fp4 = np.zeros((B, width, 64), np.uint8)
@@ -212,7 +212,7 @@ def test_ref_mqa_logits_mixed(backend, record, cfg) -> None:
     record(MIXED, "b{}_ctx{}_n{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")
 
 
-def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int) -> tuple[dict, logits.ScoredLogits]:
+def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int, oracle_on_device) -> tuple[dict, logits.ScoredLogits]:
     """fp8_mqa_logits inputs (row i scores kv[starts[i]:ends[i]], some rows empty, some windows
     clipped at the ends) and the oracle's answer: the FP8 paged scorer with one batch per row
     over one table of every K block, cells below starts[i] taken out of the window."""
@@ -231,7 +231,7 @@ def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int) -> tuple[dict
     q = oracle.encode_e4m3((qv / qs).astype(np.float32), "fn")
     w = (lc.bf16_values(lc.rng_for(seed + 3), (rows, heads), 0.1) * np.float32(2.0**-8)).astype(np.float32)
     lo, hi = np.maximum(starts, 0), np.clip(ends, 0, kv_len)
-    scored = logits.pa_mqa_logits_fp8_scored(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
+    scored = oracle_on_device(logits.pa_mqa_logits_fp8_scored)(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
                                      np.repeat(table, rows, axis=0), kv_len, bound_model="any-order")
     window = scored.window & (np.arange(kv_len)[None, :] >= lo[:, None])
     value = np.where(window, scored.value, -np.inf)
@@ -245,9 +245,9 @@ def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int) -> tuple[dict
 
 @pytest.mark.mxgate_op(FP8_RAGGED)
 @pytest.mark.parametrize("cfg", [(24, 300, 32), (16, 512, 64), (9, 70, 16)], ids=lambda c: "s{}_kv{}_h{}".format(*c))
-def test_fp8_mqa_logits(backend, record, cfg) -> None:
+def test_fp8_mqa_logits(backend, record, cfg, oracle_on_device) -> None:
     seed = 9500 + sum(cfg)
-    kwargs, scored = fp8_ragged_case(seed, *cfg)
+    kwargs, scored = fp8_ragged_case(seed, *cfg, oracle_on_device)
     got = np.asarray(backend.op(FP8_RAGGED).run(**kwargs), np.float32)
     verdict = _logits_verdict(scored.compare(got, fill=-np.inf))
     record(FP8_RAGGED, "s{}_kv{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")

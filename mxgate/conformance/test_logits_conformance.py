@@ -69,32 +69,32 @@ def _judge_fp4(op, scored: scorers.ScoredLogits, kwargs: dict) -> Verdict:
 
 @pytest.mark.mxgate_op(DECODE)
 @pytest.mark.parametrize("cfg", AITER_CONFIGS, ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
-def test_decode_aiter_configs(backend, record, profile_override, cfg) -> None:
+def test_decode_aiter_configs(backend, record, profile_override, cfg, oracle_on_device) -> None:
     op = _op(backend, record, DECODE)
     prof = _profile(op, profile_override)
     seed = 5000 + cfg[0] * 7 + cfg[1] + cfg[2] * 13 + cfg[3]
     case = lc.fp4_decode_case(seed, *cfg)
-    scored = scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=prof)
+    scored = oracle_on_device(scorers.pa_mqa_logits_fp4_scored)(**case.kwargs, profile=prof)
     verdict = _judge_fp4(op, scored, case.kwargs)
     record(DECODE, "b{}_ctx{}_n{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile=prof)
 
 
 @pytest.mark.mxgate_op(PREFILL)
 @pytest.mark.parametrize("cfg", PREFILL_CONFIGS, ids=lambda c: "b{}_ctx{}_rows{}_h{}{}".format(*c[:4], "_random" if c[4] else ""))
-def test_prefill_configs(backend, record, profile_override, cfg) -> None:
+def test_prefill_configs(backend, record, profile_override, cfg, oracle_on_device) -> None:
     op = _op(backend, record, PREFILL)
     prof = _profile(op, profile_override)
     B, ctx, rows, heads, random_windows = cfg
     seed = 6000 + B + ctx + rows + heads + int(random_windows)
     case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=random_windows)
-    scored = scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=prof)
+    scored = oracle_on_device(scorers.pa_mqa_logits_fp4_prefill_scored)(**case.kwargs, profile=prof)
     verdict = _judge_fp4(op, scored, case.kwargs)
     record(PREFILL, f"b{B}_ctx{ctx}_rows{rows}_h{heads}{'_random' if random_windows else ''}_seed{seed}", verdict,
            seed=seed, profile=prof)
 
 
 @pytest.mark.mxgate_op(DECODE)
-def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> None:
+def test_decode_ragged_hypothesis(backend, record, profile_override, tier, oracle_on_device) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
     op = _op(backend, record, DECODE)
@@ -102,7 +102,7 @@ def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> No
     def judge(params: tuple[int, int, int, list[int], int]) -> tuple[int, str, Verdict]:
         seed, next_n, heads, lens, spread = params
         case = lc.fp4_decode_case(seed, len(lens), 300, next_n, heads, context_lens=np.array(lens), spread=spread)
-        scored = scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=prof)
+        scored = oracle_on_device(scorers.pa_mqa_logits_fp4_scored)(**case.kwargs, profile=prof)
         cid = f"lens{'-'.join(map(str, lens))}_n{next_n}_h{heads}_spread{spread}"
         return seed, cid, _judge_fp4(op, scored, case.kwargs)
 
@@ -121,11 +121,11 @@ def test_decode_ragged_hypothesis(backend, record, profile_override, tier) -> No
 @pytest.mark.mxgate_op(FP8)
 @pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
 @pytest.mark.parametrize("cfg", AITER_CONFIGS[:3], ids=lambda c: "b{}_ctx{}_n{}_h{}".format(*c))
-def test_fp8_decode(backend, record, cfg, preshuffle) -> None:
+def test_fp8_decode(backend, record, cfg, preshuffle, oracle_on_device) -> None:
     op = _op(backend, record, FP8)
     seed = 7000 + sum(cfg) + int(preshuffle)
     case = lc.fp8_decode_case(seed, *cfg, preshuffle=preshuffle)
-    scored = scorers.pa_mqa_logits_fp8_scored(**case.kwargs)
+    scored = oracle_on_device(scorers.pa_mqa_logits_fp8_scored)(**case.kwargs)
     fresh = np.asarray(op.run(**case.kwargs))
     verdict = judge_logits(scored, fresh, fill=-np.inf)
     record(FP8, "b{}_ctx{}_n{}_h{}".format(*cfg) + ("_preshuffle" if preshuffle else "") + f"_seed{seed}", verdict,
@@ -134,14 +134,14 @@ def test_fp8_decode(backend, record, cfg, preshuffle) -> None:
 
 @pytest.mark.mxgate_op(SGLANG_DECODE)
 @pytest.mark.parametrize("shape", [(4, 512, 64), (3, 1000, 32), (1, 130, 64)], ids=lambda s: "b{}_L{}_h{}".format(*s))
-def test_sglang_decode(backend, record, profile_override, shape) -> None:
+def test_sglang_decode(backend, record, profile_override, shape, oracle_on_device) -> None:
     op = _op(backend, record, SGLANG_DECODE)
     prof = profile_override or op.profile
     B, L, H = shape
     seed = 8000 + B + L + H
     case = lc.sglang_decode_case(seed, B, L, H, profile=prof)
     k = case.kwargs
-    scored = scorers.fp4_index_logits_decode_scored(**k, profile=prof)
+    scored = oracle_on_device(scorers.fp4_index_logits_decode_scored)(**k, profile=prof)
     got = np.asarray(op.run(q_bf16=k["q"], weights_bf16=k["weights"], slots=k["slots"], lens=k["lens"], table=k["table"]))
     verdict = judge_logits(scored, got, fill=-np.inf)
     record(SGLANG_DECODE, f"b{B}_L{L}_h{H}_seed{seed}", verdict, seed=seed, profile=prof)
@@ -149,7 +149,7 @@ def test_sglang_decode(backend, record, profile_override, shape) -> None:
 
 @pytest.mark.mxgate_op(SGLANG_PAGED)
 @pytest.mark.parametrize("ratio", [1, 2])
-def test_sglang_paged(backend, record, profile_override, ratio) -> None:
+def test_sglang_paged(backend, record, profile_override, ratio, oracle_on_device) -> None:
     op = _op(backend, record, SGLANG_PAGED)
     prof = profile_override or op.profile
     B, L, H = 3, 256, 64
@@ -160,7 +160,7 @@ def test_sglang_paged(backend, record, profile_override, ratio) -> None:
     req = rng.permutation(B + 1)[:B]
     req_table = np.zeros((B + 1, L * ratio), np.int32)
     req_table[req, ::ratio] = k["slots"] * ratio  # the paged reader divides by ratio
-    scored = scorers.fp4_index_logits_paged_scored(k["q"], k["weights"], req, req_table, k["lens"], k["table"], 64, L,
+    scored = oracle_on_device(scorers.fp4_index_logits_paged_scored)(k["q"], k["weights"], req, req_table, k["lens"], k["table"], 64, L,
                                                    ratio, profile=prof)
     got = np.asarray(op.run(q_bf16=k["q"], weights_bf16=k["weights"], req=req, req_table=req_table, lens=k["lens"],
                             table=k["table"], max_len=L, ratio=ratio))

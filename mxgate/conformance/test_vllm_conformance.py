@@ -92,27 +92,27 @@ def _paged_id(cfg: tuple) -> str:
 
 @pytest.mark.mxgate_op(FP4_PAGED)
 @pytest.mark.parametrize("cfg", PAGED_CONFIGS, ids=_paged_id)
-def test_fp4_paged(backend, record, profile_override, cfg) -> None:
+def test_fp4_paged(backend, record, profile_override, cfg, oracle_on_device) -> None:
     op = backend.op(FP4_PAGED)
     prof = _profile_name(op, profile_override)
     B, nn, H, ctx, bs, ctx2d, spread, pb = cfg
     seed = 42900 + B * 101 + nn * 13 + H + ctx + bs + spread + int(ctx2d)
     case = vc.fp4_paged_case(seed, B, nn, H, ctx, block_size=bs, ctx2d=ctx2d, spread=spread, page_bytes=pb)
-    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+    scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     record(FP4_PAGED, f"{_paged_id(cfg)}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed,
            profile=prof)
 
 
 @pytest.mark.mxgate_op(FP4_PAGED)
 @pytest.mark.parametrize("knobs", KNOBS, ids=["segment2", "tilechunks2"])
-def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs) -> None:
+def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs, oracle_on_device) -> None:
     """The v2 wrapper's alternative kernels (segment / tiled), chosen by its environment knobs;
     a revision without them runs the default kernel (the config then repeats that one)."""
     op = backend.op(FP4_PAGED)
     prof = _profile_name(op, profile_override)
     seed = 42990 + len(next(iter(knobs)))
     case = vc.fp4_paged_case(seed, 3, 2, 64, 700, block_size=64)
-    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+    scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
     name = "-".join(f"{k}={v}" for k, v in knobs.items())
     record(FP4_PAGED, f"knobs_{name}_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
@@ -137,7 +137,7 @@ def _hypothesis(record, op_name: str, prof: str, strategy, judge) -> None:
 
 
 @pytest.mark.mxgate_op(FP4_PAGED)
-def test_fp4_paged_hypothesis(backend, record, profile_override, tier) -> None:
+def test_fp4_paged_hypothesis(backend, record, profile_override, tier, oracle_on_device) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
     op = backend.op(FP4_PAGED)
@@ -147,7 +147,7 @@ def test_fp4_paged_hypothesis(backend, record, profile_override, tier) -> None:
         seed, B, nn, H, bs, ctx2d, ctx, spread = params
         lens = np.array(ctx, np.int64).reshape((B, nn) if ctx2d else (B,))
         case = vc.fp4_paged_case(seed, B, nn, H, 200, block_size=bs, ctx2d=ctx2d, spread=spread, context_lens=lens)
-        scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+        scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
         cid = _id(f"b{B}", f"n{nn}", f"h{H}", f"blk{bs}", "varlen" if ctx2d else "dense", f"spread{spread}",
                   "lens" + "-".join(map(str, ctx)))
         return cid, seed, _judge_scorer(op.run, scored, case.kwargs)
@@ -165,33 +165,33 @@ def _ragged_id(cfg: tuple) -> str:
 
 @pytest.mark.mxgate_op(FP4_RAGGED)
 @pytest.mark.parametrize("cfg", RAGGED_CONFIGS, ids=_ragged_id)
-def test_fp4_ragged(backend, record, profile_override, cfg) -> None:
+def test_fp4_ragged(backend, record, profile_override, cfg, oracle_on_device) -> None:
     op = backend.op(FP4_RAGGED)
     prof = _profile_name(op, profile_override)
     S, N, H, spread, windows = cfg
     seed = 43100 + S * 7 + N + H + spread + len(windows)
     case = vc.fp4_ragged_case(seed, S, N, H, spread=spread, windows=windows)
-    scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+    scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     record(FP4_RAGGED, f"{_ragged_id(cfg)}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed,
            profile=prof)
 
 
 @pytest.mark.mxgate_op(FP4_RAGGED)
 @pytest.mark.parametrize("knobs", RAGGED_KNOBS, ids=["persistent2"])
-def test_fp4_ragged_launch_knobs(backend, record, profile_override, knobs) -> None:
+def test_fp4_ragged_launch_knobs(backend, record, profile_override, knobs, oracle_on_device) -> None:
     """v2's persistent prefill kernel (its knob; used only without clean_logits, heads % 32 == 0)."""
     op = backend.op(FP4_RAGGED)
     prof = _profile_name(op, profile_override)
     seed = 43190
     case = vc.fp4_ragged_case(seed, 10, 600, 32, windows="random")
-    scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+    scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
     record(FP4_RAGGED, f"knobs_persistent2_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
            profile=prof)
 
 
 @pytest.mark.mxgate_op(FP4_RAGGED)
-def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
+def test_fp4_ragged_hypothesis(backend, record, profile_override, tier, oracle_on_device) -> None:
     if tier == "quick":
         pytest.skip("Hypothesis cases run from the default tier on")
     op = backend.op(FP4_RAGGED)
@@ -201,7 +201,7 @@ def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
         if windows == "causal" and S > N:
             windows = "random"
         case = vc.fp4_ragged_case(seed, S, N, H, spread=spread, windows=windows)
-        scored = lv.fp4_ragged_logits_scored(**case.kwargs, profile=qv.profile(prof))
+        scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
         return _ragged_id((S, N, H, spread, windows)), seed, _judge_scorer(op.run, scored, case.kwargs)
 
     _hypothesis(record, FP4_RAGGED, prof, vllm_ragged_params(), judge)
@@ -213,7 +213,7 @@ def test_fp4_ragged_hypothesis(backend, record, profile_override, tier) -> None:
 @pytest.mark.mxgate_op(FP8_PAGED)
 @pytest.mark.parametrize("cfg", FP8_CONFIGS, ids=lambda c: _id(f"b{c[0]}", f"n{c[1]}", f"h{c[2]}", f"ctx{c[3]}",
                                                                 f"blk{c[4]}", "varlen" if c[5] else "dense"))
-def test_fp8_paged(backend, record, profile_override, cfg) -> None:
+def test_fp8_paged(backend, record, profile_override, cfg, oracle_on_device) -> None:
     """Q and K e4m3 in the variant of the op's profile (fn for gfx950, fnuz for aiter-gfx942)."""
     op = backend.op(FP8_PAGED)
     prof = _profile_name(op, profile_override)
@@ -221,7 +221,7 @@ def test_fp8_paged(backend, record, profile_override, cfg) -> None:
     B, nn, H, ctx, bs, ctx2d = cfg
     seed = 43300 + B + nn * 11 + H + ctx + bs + int(ctx2d)
     case = vc.fp8_paged_case(seed, B, nn, H, ctx, block_size=bs, ctx2d=ctx2d, variant=variant)
-    scored = lv.fp8_paged_logits_scored(**case.kwargs, variant=variant)
+    scored = oracle_on_device(lv.fp8_paged_logits_scored)(**case.kwargs, variant=variant)
     cid = _id(f"b{B}", f"n{nn}", f"h{H}", f"ctx{ctx}", f"blk{bs}", "varlen" if ctx2d else "dense", variant)
     record(FP8_PAGED, f"{cid}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed, profile=prof)
 
@@ -232,24 +232,24 @@ def test_fp8_paged(backend, record, profile_override, cfg) -> None:
 @pytest.mark.mxgate_op(TOPK)
 @pytest.mark.parametrize("cfg", TOPK_CONFIGS, ids=lambda c: _id(f"b{c[0]}", f"n{c[1]}", f"h{c[2]}", f"ctx{c[3]}",
                                                                 f"blk{c[4]}", f"k{c[5]}"))
-def test_fp4_paged_topk(backend, record, profile_override, cfg) -> None:
-    _topk(backend, record, profile_override, cfg, TOPK)
+def test_fp4_paged_topk(backend, record, profile_override, cfg, oracle_on_device) -> None:
+    _topk(backend, record, profile_override, cfg, TOPK, oracle_on_device)
 
 
 @pytest.mark.mxgate_op(TILE_TOPK)
 @pytest.mark.parametrize("cfg", TOPK_CONFIGS, ids=lambda c: _id(f"b{c[0]}", f"n{c[1]}", f"h{c[2]}", f"ctx{c[3]}",
                                                                 f"blk{c[4]}", f"k{c[5]}"))
-def test_fp4_paged_tile_topk(backend, record, profile_override, cfg) -> None:
-    _topk(backend, record, profile_override, cfg, TILE_TOPK)
+def test_fp4_paged_tile_topk(backend, record, profile_override, cfg, oracle_on_device) -> None:
+    _topk(backend, record, profile_override, cfg, TILE_TOPK, oracle_on_device)
 
 
-def _topk(backend, record, profile_override, cfg: tuple, name: str) -> None:
+def _topk(backend, record, profile_override, cfg: tuple, name: str, oracle_on_device) -> None:
     op = backend.op(name)
     prof = _profile_name(op, profile_override)
     B, nn, H, ctx, bs, k = cfg
     seed = 43500 + B + nn + H + ctx + bs + k
     case = vc.fp4_paged_case(seed, B, nn, H, ctx, block_size=bs)
-    scored = lv.fp4_paged_logits_scored(**case.kwargs, profile=qv.profile(prof), emulate=False)
+    scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof), emulate=False)
     got = np.asarray(op.run(**case.kwargs, topk=k))
     if got.shape != (B * nn, k):
         verdict = Verdict(FAIL, f"indices shape {got.shape} != ({B * nn}, {k})")

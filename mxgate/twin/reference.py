@@ -8,6 +8,7 @@ NumPy arrays for the judge. tests/test_twin.py proves each counterpart bit-ident
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,9 @@ import numpy as np
 import torch
 
 from mxgate import oracle, twin
+from mxgate.oracle.scorers import ScoredLogits
 from mxgate.twin.ops import indexer_qk_rope_quant_and_cache
+from mxgate.twin.scorers import COUNTERPARTS as SCORER_COUNTERPARTS
 
 # oracle function -> its twin counterpart (same arguments, tensors for arrays)
 COUNTERPARTS: dict[Callable[..., Any], Callable[..., Any]] = {
@@ -29,6 +32,7 @@ COUNTERPARTS: dict[Callable[..., Any], Callable[..., Any]] = {
     oracle.e8m0_scale: twin.e8m0_scale,
     oracle.bf16_bits: twin.bf16_bits,
     oracle.ops.indexer_qk_rope_quant_and_cache: indexer_qk_rope_quant_and_cache,
+    **SCORER_COUNTERPARTS,
 }
 
 
@@ -51,6 +55,8 @@ def to_numpy(t: Any) -> Any:
         if t.dtype in (torch.uint16, torch.bfloat16):
             return t.view(torch.int16).numpy().view(np.uint16)
         return t.numpy()
+    if isinstance(t, ScoredLogits):
+        return dataclasses.replace(t, **{f: to_numpy(getattr(t, f)) for f in ("value", "bound", "window", "emulated")})
     if isinstance(t, tuple):
         items = [to_numpy(v) for v in t]
         return type(t)(*items) if hasattr(t, "_fields") else tuple(items)
