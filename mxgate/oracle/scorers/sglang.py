@@ -22,7 +22,9 @@ u_b = 2^-8, eta_b = 2^-134.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,9 +104,30 @@ def fp4_index_logits_paged_scored(q: np.ndarray, weights: np.ndarray, req: np.nd
                                          table, page_size, **kw)  # type: ignore[arg-type]
 
 
-def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
-           page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile, bound_model: str, *,
-           emulate: bool, with_bound: bool) -> ScoredLogits:
+@dataclass(frozen=True)
+class Call:
+    """A checked call: the inputs the computation reads and the options, resolved."""
+
+    qb: np.ndarray  # uint16 [B, H, 128] q bits
+    wb: np.ndarray  # uint16 [B, H] weight bits
+    slots: np.ndarray  # int64 [B, L]
+    lens: np.ndarray  # int64 [B]
+    table: np.ndarray  # uint8 [num_pages, page_size * 68]
+    page_size: int
+    window: np.ndarray  # bool [B, L]: l < min(lens[b], L)
+    profile: _profiles.Profile
+    qk_accum: str
+    head_order: str
+    bound_model: str
+    emulate: bool
+
+
+def check_call(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
+               page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile,
+               bound_model: str, emulate: bool) -> Call:
+    """The argument checks of ``fp4_index_logits_decode`` (same order, same messages). They read
+    the shapes and dtypes of q, weights and table and the values of slots and lens only, so the
+    twin (mxgate.twin.scorers.sglang) runs them on shape-only stand-ins of its device tensors."""
     qk_accum = v.choice(qk_accum, "qk_accum", QK_ACCUM)
     head_order = v.choice(head_order, "head_order", HEAD_ORDERS)
     bound_model = v.choice(bound_model, "bound_model", QK_MODELS)
@@ -133,6 +156,17 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
     if bad.any():
         b, l = (int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"slots[{b}, {l}] = {int(s[b, l])} is not a slot of the table [0, {total})")
+    return Call(qb, wb, s, n, tab, page_size, window, p, qk_accum, head_order, bound_model, emulate)
+
+
+def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarray, table: np.ndarray,
+           page_size: int, qk_accum: str, head_order: str, profile: str | _profiles.Profile, bound_model: str, *,
+           emulate: bool, with_bound: bool) -> ScoredLogits:
+    c = check_call(q, weights, slots, lens, table, page_size, qk_accum, head_order, profile, bound_model, emulate)
+    qb, wb, s, window, p, emulate = c.qb, c.wb, c.slots, c.window, c.profile, c.emulate
+    page_size, tab = c.page_size, c.table
+    B, H, D = qb.shape
+    L = s.shape[1]
     emu = np.full((B, L), -np.inf, np.float32) if emulate else None
     value = np.full((B, L), -np.inf) if with_bound else None
     bound = np.zeros((B, L)) if with_bound else None
@@ -147,15 +181,15 @@ def _score(q: np.ndarray, weights: np.ndarray, slots: np.ndarray, lens: np.ndarr
         packed, e8m0 = lay.gather(tab, slots=s[b, cols], page_size=page_size)
         chunk = max(64, CELLS_PER_CHUNK // H)
         for lo in range(0, cols.size, chunk):
-            c = cols[lo:lo + chunk]
+            cc = cols[lo:lo + chunk]
             res = _chunk(qv[b], mq[b], fq[b], qfin[b], w32[b], wb[b], packed[lo:lo + chunk], e8m0[lo:lo + chunk],
-                         p, qk_accum, head_order, bound_model, emulate, with_bound)
+                         p, c.qk_accum, c.head_order, c.bound_model, emulate, with_bound)
             if emulate:
-                emu[b, c] = res[0]
+                emu[b, cc] = res[0]
             if with_bound:
-                value[b, c] = res[1]
-                bound[b, c] = res[2]
-    return ScoredLogits(value, bound, window, emu, qk_accum, bound_model)  # type: ignore[arg-type]
+                value[b, cc] = res[1]
+                bound[b, cc] = res[2]
+    return ScoredLogits(value, bound, window, emu, c.qk_accum, c.bound_model)  # type: ignore[arg-type]
 
 
 def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32: np.ndarray, wb: np.ndarray,
@@ -191,16 +225,10 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
         else:
             acc = add_round_f32((de * scale).astype(np.float32).astype(np.float64), do * scale)
         slow_cols = np.flatnonzero(slow.any(axis=0))
-        patch = _slow_columns(qv, codes, ek, p, slow_cols, qk_accum, w32) if slow_cols.size else None
+        patch = slow_columns(qv, codes[slow_cols], ek[slow_cols], p, qk_accum, w32) if slow_cols.size else None
         if patch is not None:
-            acc[:, slow_cols], qk[:, slow_cols] = patch[0], patch[1]
-        emu = None
-        if emulate:
-            s = oracle.round_bf16(acc + np.float32(0.0), p)
-            s = np.where(np.isnan(s), s, np.maximum(s, np.float32(0.0)) + np.float32(0.0))
-            prod = oracle.round_bf16((s * w32[:, None]).astype(np.float32), p)
-            total = head_sum(prod[None], head_order)[0]
-            emu = oracle.round_bf16(total, p)
+            acc[:, slow_cols], qk[:, slow_cols] = patch.acc, patch.qk
+        emu = emulate_heads(acc, w32, p, head_order) if emulate else None
         if not with_bound:
             return emu, None, None
         a = np.maximum(np.where(slow, 0.0, de + do), 0.0)
@@ -209,21 +237,27 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
         y = weighted_sum_f64(a[None], a_bits, mw[None], (fqmin + fw)[None])[0] * pow2_f64(lk - 128)
         value = y
         if patch is not None:
-            value[slow_cols] = patch[2]
+            value[slow_cols] = patch.value
         bad = ~np.isfinite(qk).all(axis=0) | ~wfin.all()
         if bad.any():
-            naive = (np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w32[:, None].astype(np.float64)).sum(axis=0)
-            value = np.where(bad, naive, value)
+            value = np.where(bad, naive_value(qk, w32), value)
         r = np.maximum(np.where(np.isfinite(qk), qk, 0.0), 0.0)
         wabs = np.abs(w32.astype(np.float64))[:, None]
         if bound_model == ANY_ORDER:
+            # sum_d |q_d| |k_d|: every product is exact (8- and 2-bit significands). On a fast
+            # cell the terms are integers in units of 2^(fqmin + lk - 128) summing below 2^53
+            # (SPAN_FAST), so any order gives the same float64 (or inf / NaN where a k
+            # overflowed float32, which delta drops): the matmul is exact there. Slow columns
+            # may round: their sums come from slow_columns, d left to right.
             dabs = (np.abs(qv.astype(np.float64)) @ np.abs(oracle.dequantize_mx(packed, e8m0, p).astype(np.float64)).T)
+            if patch is not None:
+                dabs[:, slow_cols] = patch.dim_abs
             delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=4, tile_abs=None, k_tiles=1,
                                 dim_abs=dabs, head_dim=D)
         elif bound_model == KSTEPS:  # the two dots: gamma_2 (|even| + |odd|) + 2 eta
             delta = ar.gamma(2) * (np.abs(de) + np.abs(do)) * scale + 2 * ar.ETA
             if patch is not None:
-                delta[:, slow_cols] = ar.gamma(2) * patch[3] + 2 * ar.ETA
+                delta[:, slow_cols] = ar.gamma(2) * patch.two + 2 * ar.ETA
         else:  # fp32-groups: per-group exact dots in any order (4 groups)
             gabs = np.zeros((H, Tc))
             for g in range(4):
@@ -232,33 +266,69 @@ def _chunk(qv: np.ndarray, mq: np.ndarray, fq: np.ndarray, qfin: np.ndarray, w32
             delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=gabs * scale, groups=4, tile_abs=None,
                                 k_tiles=1, dim_abs=None, head_dim=D)
             if patch is not None:
-                delta[:, slow_cols] = ar.qk_delta(bound_model, qk_abs=None, group_abs=patch[4], groups=4,
+                delta[:, slow_cols] = ar.qk_delta(bound_model, qk_abs=None, group_abs=patch.groups, groups=4,
                                                   tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
         delta = np.where(np.isfinite(delta), delta, 0.0)
         d1 = delta + ar.U_BF16 * (np.abs(np.where(np.isfinite(qk), qk, 0.0)) + delta) + ar.ETA_BF16
         u2 = ar.U_BF16 + ar.U + ar.U_BF16 * ar.U
-        Dp = ((d1 + u2 * (r + d1)) * wabs).sum(axis=0) + H * (ar.ETA + ar.ETA_BF16)
-        P = ((1 + u2) * (r + d1) * wabs).sum(axis=0) + H * (ar.ETA + ar.ETA_BF16)
+        Dp = ar.sum_heads((d1 + u2 * (r + d1)) * wabs, axis=0) + H * (ar.ETA + ar.ETA_BF16)
+        P = ar.sum_heads((1 + u2) * (r + d1) * wabs, axis=0) + H * (ar.ETA + ar.ETA_BF16)
         bound = ar.bf16_chain_bound(R=None, Dp=Dp, P=P, value=value, heads=H, scale=P + Dp)
         bound = np.where(bad, np.inf, bound)
     return emu, value, bound
 
 
-def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles.Profile, cols: np.ndarray,
-                  qk_accum: str, w32: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Exact Python-integer evaluation of the positions (columns) holding a cell the fast path
-    cannot hold (wide exponent spans, non-finite values): per column, the float32 acc [H], qk
-    as float64 [H], the exact value, |even| + |odd| and sum_g |dot_g| (for the bounds)."""
-    kvals = oracle.dequantize_mx(oracle.pack_nibbles(codes), ek.astype(np.uint8), p)  # [Tc, D] float32
+def emulate_heads(acc: np.ndarray, w32: np.ndarray, p: _profiles.Profile, head_order: str) -> np.ndarray:
+    """The emulated order from the fp32 dots acc [H, Tc]: bf16(acc), relu keeping NaN, bf16(s * w),
+    the fp32 head sum in ``head_order``, bf16 -> float32 [Tc]. The twin calls it on the host for
+    the positions whose head sum is NaN (the NaN bits NumPy's arithmetic leaves)."""
+    s = oracle.round_bf16(acc + np.float32(0.0), p)
+    s = np.where(np.isnan(s), s, np.maximum(s, np.float32(0.0)) + np.float32(0.0))
+    prod = oracle.round_bf16((s * w32[:, None]).astype(np.float32), p)
+    total = head_sum(prod[None], head_order)[0]
+    return oracle.round_bf16(total, p)
+
+
+def naive_value(qk: np.ndarray, w32: np.ndarray) -> np.ndarray:
+    """The value where a dot or a weight is not finite: sum_h relu(qk_h) w_h in float64, heads
+    left to right (NaN kept). qk float64 [H, Tc], w32 float32 [H] -> [Tc]. The twin calls it on
+    the host for those positions."""
+    return ar.sum_heads(np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w32[:, None].astype(np.float64), axis=0)
+
+
+class SlowColumns(NamedTuple):
+    """The exact path's results for n positions (see ``slow_columns``)."""
+
+    acc: np.ndarray  # float32 [H, n]: the fp32 dot under qk_accum
+    qk: np.ndarray  # float64 [H, n]: the dot, rounded once
+    value: np.ndarray  # float64 [n]
+    two: np.ndarray  # float64 [H, n]: |even| + |odd|
+    groups: np.ndarray  # float64 [H, n]: sum_g |dot_g|
+    dim_abs: np.ndarray  # float64 [H, n]: sum_d |q_d| |k_d| left to right over d
+
+
+def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles.Profile, qk_accum: str,
+                 w32: np.ndarray) -> SlowColumns:
+    """Exact Python-integer evaluation of the positions holding a cell the fast path cannot hold
+    (wide exponent spans, non-finite values): qv float32 [H, D], the positions' codes [n, D] and
+    e8m0 bytes [n, 4]. The twin (mxgate.twin.scorers.sglang) calls it on the host for those
+    positions only."""
+    kvals = oracle.dequantize_mx(oracle.pack_nibbles(codes), ek.astype(np.uint8), p)  # [n, D] float32
     H, D = qv.shape
+    n = codes.shape[0]
     qm, qe, qfin = f32_parts(qv)  # q = qm * 2^qe, integers
-    acc = np.empty((H, cols.size), dtype=np.float32)
-    qk = np.empty((H, cols.size))
-    value = np.empty(cols.size)
-    two = np.empty((H, cols.size))
-    groups = np.empty((H, cols.size))
-    for j, t in enumerate(cols):
-        km, ke, kfin = f32_parts(kvals[t])
+    acc = np.empty((H, n), dtype=np.float32)
+    qk = np.empty((H, n))
+    value = np.empty(n)
+    two = np.empty((H, n))
+    groups = np.empty((H, n))
+    qa, ka = np.abs(qv.astype(np.float64)), np.abs(kvals.astype(np.float64))
+    with np.errstate(all="ignore"):  # 0 * inf where a byte 0xFF or an overflowing k meets q = 0
+        dim_abs = qa[:, 0, None] * ka[None, :, 0]  # sum_d |q_d| |k_d|, d left to right
+        for d in range(1, D):
+            dim_abs += qa[:, d, None] * ka[None, :, d]
+    for j in range(n):
+        km, ke, kfin = f32_parts(kvals[j])
         c = (qm * km[None, :]).astype(object)  # [H, D] exact products, Python ints
         e = qe + ke[None, :]
         base = int(e.min())
@@ -271,7 +341,7 @@ def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profile
         for h in range(H):
             if not (ok or (qfin[h].all() and kfin.all())):
                 with np.errstate(all="ignore"):
-                    qh, kt = qv[h].astype(np.float64), kvals[t].astype(np.float64)
+                    qh, kt = qv[h].astype(np.float64), kvals[j].astype(np.float64)
                     e64, o64 = float((qh[0::2] * kt[0::2]).sum()), float((qh[1::2] * kt[1::2]).sum())
                     q64 = e64 + o64
                     acc[h, j] = np.float32(q64) if qk_accum == KSTEPS else np.float32(np.float32(e64) + np.float32(o64))
@@ -294,4 +364,4 @@ def _slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profile
                 value_sum += Fraction(tot * int(wm[0])) * Fraction(2) ** (base + int(we[0]))
             naive += max(qk[h, j], 0.0) * float(w32[h])
         value[j] = float(value_sum) if (ok or np.isfinite(qk[:, j]).all()) else naive
-    return acc, qk, value, two, groups
+    return SlowColumns(acc, qk, value, two, groups, dim_abs)
