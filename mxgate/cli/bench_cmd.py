@@ -34,7 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--elements", type=int, default=None, help="--device: quantize size (default 2^28 on CUDA, 2^20 on CPU)")
     parser.add_argument("--tokens", type=int, default=None, help="--device: indexer tokens (default 2^20 on CUDA, 256 on CPU)")
     parser.add_argument("--heads", type=int, default=64, help="--device: indexer heads (default 64)")
-    parser.add_argument("--only", choices=("quantize", "sweep", "indexer"), action="append", default=None,
+    parser.add_argument("--context", type=int, default=None,
+                        help="--device: scorer context tokens (default 2^18 on CUDA, 512 on CPU)")
+    parser.add_argument("--only", choices=("quantize", "sweep", "indexer", "scorer"), action="append", default=None,
                         help="--device: run only these parts (repeatable)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="machine-readable output: to standard output, or with --device to PATH")
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _device_bench(args: argparse.Namespace, require) -> int:
-    for name in ("elements", "tokens", "heads"):
+    for name in ("elements", "tokens", "heads", "context"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name} must be >= 1, got {value}")
@@ -78,7 +80,7 @@ def _device_bench(args: argparse.Namespace, require) -> int:
     from mxgate.tools.bench_device import main
 
     argv = ["--device", args.device, "--repeat", str(args.repeat), "--heads", str(args.heads)]
-    for name in ("elements", "tokens"):
+    for name in ("elements", "tokens", "context"):
         if getattr(args, name) is not None:
             argv += [f"--{name}", str(getattr(args, name))]
     for part in args.only or ():

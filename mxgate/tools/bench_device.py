@@ -1,7 +1,7 @@
 """``mxgate bench --device D``: the torch twin on a device, as ratios against its peers from one run.
 
     mxgate bench --device cuda [--elements 268435456] [--tokens 1048576] [--heads 64]
-                               [--repeat 5] [--json PATH] [--only quantize|sweep|indexer]
+                               [--repeat 5] [--json PATH] [--only quantize|sweep|indexer|scorer]
 
 Rows (each timed best-of-``repeat`` after a warm-up, on the same data):
   copy             torch copy of the float32 input: the card's device-to-device bandwidth
@@ -17,6 +17,8 @@ Rows (each timed best-of-``repeat`` after a warm-up, on the same data):
                    plus backend), and torch's own float8_e4m3fn cast judged under torch-cuda
   indexer          the twin's indexer op, FP4, T tokens x H heads on the device (target for
                    T = 2^20, H = 64: <= 1 s), against the NumPy oracle's rows/s on the host
+  scorer           the twin's pa_mqa_logits_fp4_scored (emulated order, value and bound), decode,
+                   4 query rows x H heads over --context tokens, against the oracle's cells/s
 A peer that cannot run here is listed with the reason. Nothing is compared for bits here:
 tests/test_twin.py does that.
 """
@@ -253,6 +255,27 @@ def bench_indexer(report: Report, device: torch.device, tokens: int, heads: int,
                    Mrows_per_s=n / theirs / 1e6, twin_speedup=(tokens / s) / (n / theirs))
 
 
+def bench_scorer(report: Report, device: torch.device, context: int, heads: int, repeat: int,
+                 oracle_context: int) -> None:
+    from mxgate.inputs import logits as lc
+    from mxgate.oracle import scorers
+    from mxgate.twin.reference import to_device
+    from mxgate.twin.scorers import aiter_fp4
+
+    def cells_per_s(ctx: int, seconds: float) -> float:
+        return 4 * ctx * heads / seconds  # (row, head, token) cells
+
+    case = lc.fp4_decode_case(11, 1, context, 4, heads, context_lens=np.array([context]))
+    args = {k: to_device(v, device) for k, v in case.kwargs.items()}
+    s = best_seconds(lambda: aiter_fp4.pa_mqa_logits_fp4_scored(**args), device, max(1, repeat // 2))
+    rate = cells_per_s(context, s)
+    report.add("scorer fp4 decode (twin)", context=context, heads=heads, seconds=s, Gcells_per_s=rate / 1e9)
+    small = lc.fp4_decode_case(12, 1, oracle_context, 4, heads, context_lens=np.array([oracle_context])).kwargs
+    o = best_seconds(lambda: scorers.pa_mqa_logits_fp4_scored(**small), torch.device("cpu"), 1)
+    report.add("scorer fp4 decode (oracle, host)", context=oracle_context, heads=heads, seconds=o,
+               Gcells_per_s=cells_per_s(oracle_context, o) / 1e9, twin_speedup=rate / cells_per_s(oracle_context, o))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mxgate bench", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -262,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oracle-tokens", type=int, default=None, help="indexer tokens for the host oracle (default 2^13)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", default=None, metavar="PATH")
-    parser.add_argument("--only", choices=("quantize", "sweep", "indexer"), action="append", default=None)
+    parser.add_argument("--context", type=int, default=None, help="scorer tokens (default 2^18 on CUDA, 512 on CPU)")
+    parser.add_argument("--only", choices=("quantize", "sweep", "indexer", "scorer"), action="append", default=None)
     a = parser.parse_args(argv)
     # the oracle on the host gets every core the process may use (its default stops at 8)
     os.environ.setdefault("MXGATE_THREADS", str(len(os.sched_getaffinity(0))))
@@ -275,13 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     header = dict(device=torch.cuda.get_device_name(device) if cuda else "cpu", torch=torch.__version__,
                   host_threads=len(os.sched_getaffinity(0)))
     print(json.dumps(header))
-    only = set(a.only or ("quantize", "sweep", "indexer"))
+    only = set(a.only or ("quantize", "sweep", "indexer", "scorer"))
     if "quantize" in only:
         bench_quantize(report, device, elements, a.repeat)
     if "sweep" in only:
         bench_sweep(report, device, 28 if cuda else 16)
     if "indexer" in only:
         bench_indexer(report, device, tokens, a.heads, a.repeat, oracle_tokens)
+    if "scorer" in only:
+        context = a.context or (1 << 18 if cuda else 512)
+        bench_scorer(report, device, context, a.heads, a.repeat, min(context, 1 << 12))
     if a.json:
         Path(a.json).write_text(json.dumps({"header": header, "rows": report.rows}, indent=1) + "\n")
     return 0
