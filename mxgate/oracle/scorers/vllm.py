@@ -72,10 +72,49 @@ def fp4_paged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.
     [B*next_n, H]; context_lens int [B] or [B, next_n]; block_tables int [B, max_blocks].
     -> ScoredLogits of shape [B*next_n, max_context_len].
     """
-    q, qe, rows = _fp4_q4(q_fp4, q_e8m0)
-    B, nn = q_fp4.shape[0], q_fp4.shape[1]
-    H = q.shape[1]
-    w = _weights(weights, rows, H)
+    call = check_fp4_paged(q_fp4, q_e8m0, kv_cache, weights, context_lens, block_tables, max_context_len,
+                           block_size)
+    q, qe = _fp4_q4(q_fp4, q_e8m0, call.rows)
+    bs, end, bt, batch = call.block_size, call.end, call.block_tables, call.batch
+    res = _Result.empty(call.rows, call.width, emulate)
+    for b in range(call.batch_size):
+        r = np.flatnonzero((batch == b) & (end > 0))
+        if r.size == 0:
+            continue
+        T = int(end[r].max())
+        t = np.arange(T)
+        slots = bt[b, t // bs].astype(np.int64) * bs + t % bs
+        packed, ke = LAYOUT.gather(kv_cache, slots=slots, block_size=bs)
+        _score_rows(q[r], qe[r], weights[r], e2m1.unpack_nibbles(packed), ke, np.zeros(r.size, np.int64), end[r], r,
+                    res, Options(head_order, bound_model, emulate, _profiles.get(profile)))
+    return res.scored(bound_model)
+
+
+@dataclass(frozen=True)
+class PagedCall:
+    """A checked paged call: its geometry and the windows (``check_fp4_paged``, ``check_fp8_paged``)."""
+
+    rows: int  # B * next_n
+    batch_size: int
+    next_n: int
+    heads: int
+    width: int  # max_context_len
+    end: np.ndarray  # int64 [rows]: row r scores tokens [0, end[r])
+    block_tables: np.ndarray  # int64 [B, max_blocks]
+    batch: np.ndarray  # int64 [rows]: the batch of each row
+    block_size: int = 0  # FP4 only
+    num_blocks: int = 0  # FP4 only
+    head_dim: int = HEAD_DIM
+
+
+def check_fp4_paged(q_fp4: object, q_e8m0: object, kv_cache: object, weights: object, context_lens: object,
+                    block_tables: object, max_context_len: object, block_size: object) -> PagedCall:
+    """Every argument check of ``fp4_paged_logits_scored``, in its order and with its messages.
+    Only dtypes and shapes of q_fp4, q_e8m0, kv_cache and weights are read (mxgate.twin passes
+    shape-only stand-ins); the values of context_lens and block_tables are checked."""
+    rows, H = _check_fp4_q4(q_fp4, q_e8m0)
+    B, nn = q_fp4.shape[0], q_fp4.shape[1]  # type: ignore[attr-defined]
+    _weights(weights, rows, H)
     width = v.positive_int(max_context_len, "max_context_len", minimum=0)
     buf = v.uint8(kv_cache, "kv_cache")
     if buf.ndim != 2:
@@ -89,18 +128,7 @@ def fp4_paged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.
         raise ValueError(f"block_tables must have {B} rows (one per batch), got {bt.shape[0]}")
     batch = np.repeat(np.arange(B), nn)
     _check_blocks(bt, batch, end, bs, num_blocks)
-    res = _Result.empty(rows, width, emulate)
-    for b in range(B):
-        r = np.flatnonzero((batch == b) & (end > 0))
-        if r.size == 0:
-            continue
-        T = int(end[r].max())
-        t = np.arange(T)
-        slots = bt[b, t // bs].astype(np.int64) * bs + t % bs
-        packed, ke = LAYOUT.gather(buf, slots=slots, block_size=bs)
-        _score_rows(q[r], qe[r], w[r], e2m1.unpack_nibbles(packed), ke, np.zeros(r.size, np.int64), end[r], r,
-                    res, _Opts(head_order, bound_model, emulate, _profiles.get(profile)))
-    return res.scored(bound_model)
+    return PagedCall(rows, B, nn, H, width, end, bt, batch, bs, num_blocks)
 
 
 def fp4_paged_logits(*args: object, **kwargs: object) -> np.ndarray:
@@ -149,6 +177,32 @@ def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nd
                             profile: str | _profiles.Profile = "gfx950") -> ScoredLogits:
     """``rocm_fp4_mqa_logits``: q_fp4 uint8 [S, H, 64], q_e8m0 [S, H, 4], k_fp4 uint8 [N, 64],
     k_e8m0 [N, 4], weights float32 [S, H], cu_seqlen_ks / _ke int [S]. -> ScoredLogits [S, N]."""
+    call = check_fp4_ragged(q_fp4, q_e8m0, k_fp4, k_e8m0, weights, cu_seqlen_ks, cu_seqlen_ke)
+    res = _Result.empty(call.rows, call.tokens, emulate)
+    live = call.live
+    if live.size:
+        _score_rows(e2m1.unpack_nibbles(q_fp4[live]), q_e8m0[live], weights[live], e2m1.unpack_nibbles(k_fp4), k_e8m0,
+                    call.start[live], call.end[live], live, res,
+                    Options(head_order, bound_model, emulate, _profiles.get(profile)))
+    return res.scored(bound_model)
+
+
+@dataclass(frozen=True)
+class RaggedCall:
+    """A checked ragged call (``check_fp4_ragged``): row i scores tokens [start[i], end[i])."""
+
+    rows: int  # S
+    heads: int
+    tokens: int  # N
+    start: np.ndarray  # int64 [S]
+    end: np.ndarray  # int64 [S], >= start
+    live: np.ndarray  # the rows whose window is not empty
+
+
+def check_fp4_ragged(q_fp4: object, q_e8m0: object, k_fp4: object, k_e8m0: object, weights: object,
+                     cu_seqlen_ks: object, cu_seqlen_ke: object) -> RaggedCall:
+    """Every argument check of ``fp4_ragged_logits_scored``, in its order and with its messages
+    (dtypes and shapes of the tensors; the values of cu_seqlen_ks and cu_seqlen_ke)."""
     q = v.uint8(q_fp4, "q_fp4")
     qe = v.uint8(q_e8m0, "q_e8m0")
     if q.ndim != 3 or q.shape[2] != HEAD_DIM // 2 or qe.shape != q.shape[:2] + (ROW_GROUPS,):
@@ -159,7 +213,7 @@ def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nd
     if k.ndim != 2 or k.shape[1] != HEAD_DIM // 2 or ke.shape != (k.shape[0], ROW_GROUPS):
         raise ValueError(f"k_fp4 must be [N, 64] and k_e8m0 [N, 4], got {k.shape} and {ke.shape}")
     N = k.shape[0]
-    w = _weights(weights, S, H)
+    _weights(weights, S, H)
     ks = v.integers(cu_seqlen_ks, "cu_seqlen_ks", 1)
     kend = v.integers(cu_seqlen_ke, "cu_seqlen_ke", 1)
     if ks.shape != (S,) or kend.shape != (S,):
@@ -167,12 +221,7 @@ def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nd
     start = np.clip(ks.astype(np.int64), 0, N)
     end = np.clip(kend.astype(np.int64), 0, N)
     end = np.maximum(end, start)
-    res = _Result.empty(S, N, emulate)
-    live = np.flatnonzero(end > start)
-    if live.size:
-        _score_rows(e2m1.unpack_nibbles(q[live]), qe[live], w[live], e2m1.unpack_nibbles(k), ke, start[live],
-                    end[live], live, res, _Opts(head_order, bound_model, emulate, _profiles.get(profile)))
-    return res.scored(bound_model)
+    return RaggedCall(S, H, N, start, end, np.flatnonzero(end > start))
 
 
 def fp4_ragged_logits(*args: object, **kwargs: object) -> np.ndarray:
@@ -191,6 +240,18 @@ def fp8_paged_logits_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np
     kv_cache uint8 [num_blocks, block_size, D+4] or [..., 1, D+4] (aiter-fp8-kv), weights
     float32 [B*next_n, H] (the Q scale folded in), context_lens [B] or [B, next_n],
     block_tables [B, max_blocks]; variant "fn" or "fnuz" decodes both Q and K."""
+    call = check_fp8_paged(q_fp8, context_lens, block_tables, max_context_len)
+    if call.width == 0:
+        return _empty(call.rows)
+    rows, H, D = call.rows, call.heads, call.head_dim
+    return pa_mqa_logits_fp8_scored(q_fp8.reshape(rows, 1, H, D), kv_cache, weights, call.end.astype(np.int32),
+                                   call.block_tables[call.batch], call.width, variant=variant, head_order=head_order,
+                                   bound_model=bound_model, emulate=emulate)
+
+
+def check_fp8_paged(q_fp8: object, context_lens: object, block_tables: object, max_context_len: object) -> PagedCall:
+    """The checks ``fp8_paged_logits_scored`` makes before it hands the call, one pseudo-batch
+    of next_n = 1 per row, to ``aiter_fp8.pa_mqa_logits_fp8_scored`` (which checks the rest)."""
     q = v.uint8(q_fp8, "q_fp8")
     if q.ndim != 4:
         raise ValueError(f"q_fp8 must have shape [B, next_n, H, D], got {q.shape}")
@@ -200,13 +261,7 @@ def fp8_paged_logits_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np
     bt = v.integers(block_tables, "block_tables", 2)
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per batch), got {bt.shape[0]}")
-    rows = B * nn
-    batch = np.repeat(np.arange(B), nn)
-    if width == 0:
-        return _empty(rows)
-    return pa_mqa_logits_fp8_scored(q.reshape(rows, 1, H, D), kv_cache, weights, end.astype(np.int32), bt[batch],
-                                   width, variant=variant, head_order=head_order, bound_model=bound_model,
-                                   emulate=emulate)
+    return PagedCall(B * nn, B, nn, H, width, end, bt, np.repeat(np.arange(B), nn), head_dim=D)
 
 
 def _empty(rows: int) -> ScoredLogits:
@@ -218,7 +273,10 @@ def _empty(rows: int) -> ScoredLogits:
 
 
 @dataclass(frozen=True)
-class _Opts:
+class Options:
+    """The engine's options, checked when a call first scores a row (mxgate.twin builds them
+    at the same point)."""
+
     head_order: str
     bound_model: str
     emulate: bool
@@ -245,15 +303,19 @@ class _Result:
         return ScoredLogits(self.value, self.bound, self.window, self.emulated, KSTEPS, bound_model)
 
 
-def _fp4_q4(q_fp4: object, q_e8m0: object) -> tuple[np.ndarray, np.ndarray, int]:
+def _check_fp4_q4(q_fp4: object, q_e8m0: object) -> tuple[int, int]:
     q = v.uint8(q_fp4, "q_fp4")
     qe = v.uint8(q_e8m0, "q_e8m0")
     if q.ndim != 4 or q.shape[3] != HEAD_DIM // 2:
         raise ValueError(f"q_fp4 must have shape [B, next_n, H, 64], got {q.shape}")
     if qe.shape != q.shape[:3] + (ROW_GROUPS,):
         raise ValueError(f"q_e8m0 must have shape {q.shape[:3] + (ROW_GROUPS,)}, got {qe.shape}")
-    rows = q.shape[0] * q.shape[1]
-    return e2m1.unpack_nibbles(q.reshape(rows, q.shape[2], -1)), qe.reshape(rows, q.shape[2], ROW_GROUPS), rows
+    return q.shape[0] * q.shape[1], q.shape[2]
+
+
+def _fp4_q4(q: np.ndarray, qe: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Checked Q -> (codes [rows, H, 128], e8m0 [rows, H, 4])."""
+    return e2m1.unpack_nibbles(q.reshape(rows, q.shape[2], -1)), qe.reshape(rows, q.shape[2], ROW_GROUPS)
 
 
 def _weights(weights: object, rows: int, heads: int) -> np.ndarray:
@@ -271,7 +333,7 @@ def _decoded_exponents(e: np.ndarray, p: _profiles.Profile) -> tuple[np.ndarray,
 
 
 def _score_rows(qc: np.ndarray, qe: np.ndarray, w: np.ndarray, kc: np.ndarray, ke: np.ndarray,
-                start: np.ndarray, end: np.ndarray, out_rows: np.ndarray, res: _Result, opts: _Opts) -> None:
+                start: np.ndarray, end: np.ndarray, out_rows: np.ndarray, res: _Result, opts: Options) -> None:
     """Rows (codes [R, H, 128], e8m0 [R, H, 4], weights [R, H]) against tokens 0..T-1 (codes
     [T, 128], e8m0 [T, 4]); row i's window [start_i, end_i) goes to output row out_rows[i]."""
     R, H, _ = qc.shape
@@ -305,7 +367,7 @@ def _score_rows(qc: np.ndarray, qe: np.ndarray, w: np.ndarray, kc: np.ndarray, k
 
 def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_nan: np.ndarray, nk: np.ndarray,
            k_exp: np.ndarray, ak: np.ndarray, lk: np.ndarray, k_nan: np.ndarray, w: np.ndarray, mw: np.ndarray, fw: np.ndarray, wfin: np.ndarray,
-           tok: np.ndarray, inwin: np.ndarray, out_rows: np.ndarray, res: _Result, opts: _Opts) -> None:
+           tok: np.ndarray, inwin: np.ndarray, out_rows: np.ndarray, res: _Result, opts: Options) -> None:
     R, H = nq.shape[:2]
     Tc = nk.shape[0]
     # integer group dots I_g [G, R, H, Tc] and their absolute versions (exact in float32: < 2^13)
@@ -326,44 +388,34 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
     dabs = sum(J[g] * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
     gabs = sum(np.abs(I[g]) * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
     slow = ~fast & inwin[:, None, :]
-    slow_cells = np.argwhere(slow.any(axis=1))  # (row, token) pairs needing Python integers
+    sr, st = np.nonzero(slow.any(axis=1))  # (row, token) cells needing Python integers
     qk32 = qk.astype(np.float32)
-    exact_qk: dict[tuple[int, int], list[Fraction | None]] = {}
-    for r, t in slow_cells:
-        exact_qk[(r, t)] = _slow_qk(I[:, r, :, t], aq[r], lq[r], ak[t], lk[t], q_nan[r], k_nan[t])
-        for h, value in enumerate(exact_qk[(r, t)]):
-            if value is None:
-                qk32[r, h, t], qk[r, h, t] = np.nan, np.nan
-            else:
-                qk32[r, h, t] = _f32_of_fraction(value)
-                qk[r, h, t] = float(value)
+    if sr.size:
+        slow_qk32, slow_qk, slow_value = exact_cells(I[:, sr, :, st], aq[sr], lq[sr], ak[st], lk[st], q_nan[sr],
+                                                     k_nan[st], w[sr])
+        qk32[sr, :, st] = slow_qk32
+        qk[sr, :, st] = slow_qk
     # ---- exact value: sum_h relu(q') * w_h * 2^(lq_h - 2), then * 2^lk
     a = np.where(fast & (qp > 0), qp, 0.0)
     y = weighted_sum_f64(a, A_BITS, mw, fw + lq - 2)  # [R, Tc]
     value = y * pow2_f64(lk)[None, :]
-    for r, t in slow_cells:
-        value[r, t] = _slow_value(exact_qk[(r, t)], w[r])
+    if sr.size:
+        value[sr, st] = slow_value
     bad_w = ~wfin.all(axis=1)
     if bad_w.any():  # non-finite weights: IEEE float64 of the exact pieces
-        with np.errstate(all="ignore"):
-            naive = (np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64)).sum(axis=1)
-        value = np.where(bad_w[:, None], naive, value)
+        value[bad_w] = nonfinite_weight_values(qk[bad_w], w[bad_w])
     # ---- bound
     r_h = np.where(np.isfinite(qk), np.maximum(qk, 0.0), 0.0)
     delta = _delta(opts.bound_model, qk, dabs, gabs)
-    wabs = np.abs(w.astype(np.float64))[:, :, None]
+    wabs = np.abs(w.astype(np.float64))
     with np.errstate(invalid="ignore", over="ignore"):
-        bound = ar.decode_bound(R=(r_h * wabs).sum(axis=1), D=(delta * wabs).sum(axis=1), rho=r_h.sum(axis=1),
-                                Delta=delta.sum(axis=1), value=value, ws=1.0, heads=H)
+        bound = ar.decode_bound(R=ar.weighted_heads(wabs, r_h), D=ar.weighted_heads(wabs, delta),
+                                rho=ar.sum_heads(r_h), Delta=ar.sum_heads(delta), value=value, ws=1.0, heads=H)
     no_claim = nan_cell.any(axis=1) | bad_w[:, None] | ~np.isfinite(value)
     bound = np.where(no_claim, np.inf, bound)
     value = np.where(nan_cell.any(axis=1), np.nan, value)
     # ---- emulated order
-    emu = None
-    if opts.emulate:
-        with np.errstate(all="ignore"):
-            relu = np.where(np.isnan(qk32), qk32, np.maximum(qk32, np.float32(0)) + np.float32(0))
-            emu = head_sum((relu * w[:, :, None]).astype(np.float32), opts.head_order)
+    emu = emulate_heads(qk32, w, opts.head_order) if opts.emulate else None
     for i in range(R):
         m = inwin[i]
         cols = tok[m]
@@ -372,6 +424,24 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
         res.bound[out_rows[i], cols] = bound[i, m]
         if emu is not None and res.emulated is not None:
             res.emulated[out_rows[i], cols] = emu[i, m]
+
+
+def emulate_heads(qk32: np.ndarray, w: np.ndarray, head_order: str) -> np.ndarray:
+    """The emulated order's head sum from fl32(qk) [R, H, T] and the weights [R, H]: relu
+    (NaN kept, -0 -> +0), p = fl(relu * w), heads summed in ``head_order`` -> float32 [R, T].
+    Each cell on its own: mxgate.twin calls this on the host for its NaN cells (whose bits are
+    the host's)."""
+    with np.errstate(all="ignore"):
+        relu = np.where(np.isnan(qk32), qk32, np.maximum(qk32, np.float32(0)) + np.float32(0))
+        return head_sum((relu * w[:, :, None]).astype(np.float32), head_order)
+
+
+def nonfinite_weight_values(qk: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The value of rows with a non-finite weight: the IEEE float64 evaluation of
+    sum_h relu(qk_h) w_h (NaN qk kept), heads left to right -> float64 [R, T]; qk float64
+    [R, H, T], w float32 [R, H]. mxgate.twin calls this on the host for those rows."""
+    with np.errstate(all="ignore"):
+        return ar.sum_heads(np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64))
 
 
 def _delta(model: str, qk: np.ndarray, dabs: np.ndarray, gabs: np.ndarray) -> np.ndarray:
@@ -385,6 +455,29 @@ def _delta(model: str, qk: np.ndarray, dabs: np.ndarray, gabs: np.ndarray) -> np
         kw = dict(qk_abs=np.abs(np.where(np.isfinite(qk), qk, 0.0)), group_abs=None, tile_abs=None, dim_abs=None)
     d = ar.qk_delta(model, groups=ROW_GROUPS, k_tiles=1, head_dim=HEAD_DIM, **kw)
     return np.where(np.isfinite(d), d, 0.0)
+
+
+def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray, q_nan: np.ndarray,
+                k_nan: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (row, token) cells off the float64 fast path (a group-exponent span above SPAN_FAST,
+    or a 0xFF scale byte), with Python integers. Per cell c: I [c, G, H] integer group dots,
+    aq [c, H, G], lq [c, H], ak [c, G], lk [c], q_nan [c, H, G], k_nan [c, G], w [c, H].
+    -> (fl32(qk) [c, H], fl64(qk) [c, H] (NaN for a 0xFF byte), value [c] (NaN if any head is
+    NaN)). mxgate.twin calls this on the host for the same cells."""
+    n, _, H = I.shape
+    qk32 = np.empty((n, H), np.float32)
+    qk = np.empty((n, H))
+    value = np.empty(n)
+    for c in range(n):
+        exact = _slow_qk(I[c], aq[c], lq[c], ak[c], lk[c], q_nan[c], k_nan[c])
+        for h, x in enumerate(exact):
+            if x is None:
+                qk32[c, h], qk[c, h] = np.nan, np.nan
+            else:
+                qk32[c, h] = _f32_of_fraction(x)
+                qk[c, h] = float(x)
+        value[c] = _slow_value(exact, w[c])
+    return qk32, qk, value
 
 
 def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray, q_nan: np.ndarray,
