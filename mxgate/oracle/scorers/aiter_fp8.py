@@ -34,8 +34,10 @@ from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_parts, weighted_sum_f64, head_sum
 from mxgate.oracle.scorers.common import GROUPS, KSTEPS, QK_ACCUM, QK_MODELS, ScoredLogits
 
-_LSB = {"fn": 9, "fnuz": 10}  # smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz)
-_MAX_INT = {"fn": 448 * 512, "fnuz": 240 * 1024}  # the largest e4m3 magnitude in units of the lsb
+# (public: the torch twin reads them) smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz), and the
+# largest e4m3 magnitude in units of it
+LSB = {"fn": 9, "fnuz": 10}
+MAX_INT = {"fn": 448 * 512, "fnuz": 240 * 1024}
 CELLS_PER_CHUNK = 1 << 18
 
 
@@ -245,11 +247,11 @@ def score_chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, v
             emu = head_sum(relu * w[:, :, None], head_order)
         if not with_bound:
             return emu, None, None
-        lsb = _LSB[variant]
+        lsb = LSB[variant]
         nan = np.isnan(qk)
         sgn = np.sign(ks).astype(np.float64)  # relu(ks qk) = |ks| relu(sgn(ks) qk)
         a = np.maximum(np.where(nan, 0.0, qk) * sgn[None, None, :] * math.ldexp(1.0, 2 * lsb), 0.0)  # integers
-        a_bits = (D * _MAX_INT[variant] ** 2).bit_length()  # |qk| * 2^(2 lsb) <= D * max_int^2
+        a_bits = (D * MAX_INT[variant] ** 2).bit_length()  # |qk| * 2^(2 lsb) <= D * max_int^2
         mw, fw, wfin = f32_parts(w)
         y = weighted_sum_f64(a, a_bits, mw, fw) * math.ldexp(1.0, -2 * lsb)
         aks = np.abs(ks.astype(np.float64))
