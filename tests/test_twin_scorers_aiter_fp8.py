@@ -81,7 +81,7 @@ def to_torch(a: object, device: str) -> object:
         view = wide[..., ::2]
         view.copy_(to_torch(np.ascontiguousarray(a), device))
         return view
-    for variant, (torch_dtype, np_dtype) in FLOAT8.items():
+    for torch_dtype, np_dtype in FLOAT8.values():
         if a.dtype == np.dtype(np_dtype):
             return torch.from_numpy(a.view(np.uint8).copy()).to(device).view(torch_dtype)
     return torch.from_numpy(np.ascontiguousarray(a).copy()).to(device)
@@ -91,12 +91,13 @@ def to_host(t: object) -> object:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else t
 
 
-def same_bytes(field: str, want: np.ndarray | None, got: object, note: str) -> int:
-    """Assert got (a tensor) holds want's bytes; -> the number of cells compared."""
+def same_bytes(field: str, want: np.ndarray | None, got: object, note: str, device: str) -> int:
+    """Assert got (a tensor on device) holds want's bytes; -> the number of cells compared."""
     if want is None:
         assert got is None, f"{note}: {field}: the oracle gives None, the twin {type(got).__name__}"
         return 0
     assert isinstance(got, torch.Tensor), f"{note}: {field}: the twin gives {type(got).__name__}, not a tensor"
+    assert got.device.type == torch.device(device).type, f"{note}: {field} is on {got.device}, not {device}"
     g = to_host(got)
     assert g.dtype == want.dtype and g.shape == want.shape, \
         f"{note}: {field}: oracle {want.dtype}{want.shape}, twin {g.dtype}{g.shape}"
@@ -123,7 +124,7 @@ def compare_scored(args: tuple, kwargs: dict, note: str, device: str) -> Counter
     assert (got.qk_accum, got.bound_model) == (want.qk_accum, want.bound_model), note
     counts = Counter()
     for field in ("value", "bound", "window", "emulated"):
-        counts[field] += same_bytes(field, getattr(want, field), getattr(got, field), note)
+        counts[field] += same_bytes(field, getattr(want, field), getattr(got, field), note, device)
     # cells the twin takes from the oracle on the host: no finite bound, or a NaN result
     counts["no finite bound"] += int((np.isinf(want.bound) & want.window).sum())
     if want.emulated is not None:
@@ -144,7 +145,7 @@ def compare_emulated(args: tuple, kwargs: dict, note: str, device: str, with_out
     if with_out:
         assert want is kwargs["out"], "the oracle returns its out"
         assert got is tkw["out"], f"{note}: the twin must return the out tensor it wrote"
-    return Counter(emulated=same_bytes("emulated", want, got, note))
+    return Counter(emulated=same_bytes("emulated", want, got, note, device))
 
 
 # ---- the conformance tests' calls -----------------------------------------------------------
