@@ -17,7 +17,9 @@ dots and of the head sum; ``bound_model`` "any-order" by default, see scorers.ar
     Dp = sum_h [delta'_h + u2 (r_h + delta'_h)] |w_h| + H (eta + eta_b)
     P  = sum_h (1 + u2)(r_h + delta'_h) |w_h| + H (eta + eta_b)
     |out - X| <= (1 + u_b)(Dp + gamma_{H-1} P) + u_b |X| + eta_b   (+ 2^-51 |value|, x (1 + 2^-40))
-u_b = 2^-8, eta_b = 2^-134.
+u_b = 2^-8, eta_b = 2^-134. The float64 sums over heads (Dp, P, the value where a dot or a weight
+is not finite) run left to right (scorers.arithmetic.sum_heads), and so does sum_d |q_d| |k_d|
+where it is not exact: the same bytes on any machine, and for the twin (mxgate.twin.scorers).
 """
 
 from __future__ import annotations
