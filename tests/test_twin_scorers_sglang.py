@@ -118,6 +118,15 @@ def same_bytes(want: np.ndarray | None, got: object, label: str) -> int:
     return int(want.size)
 
 
+def on_device(got: object, device: str, label: str) -> object:
+    """The twin's answer, checked to lie on the asked device (every tensor field)."""
+    fields = [getattr(got, f) for f in FIELDS] if isinstance(got, ScoredLogits) else [got]
+    for t in fields:
+        if isinstance(t, torch.Tensor):
+            assert t.device.type == torch.device(device).type, f"{label}: a result on {t.device}, asked {device}"
+    return got
+
+
 def same_scored(want: ScoredLogits, got: ScoredLogits, label: str, counts: Counter) -> None:
     assert isinstance(got, ScoredLogits), f"{label}: the twin gives {type(got).__name__}"
     for field in FIELDS:
@@ -130,13 +139,13 @@ def check_decode(k: dict, device: str, label: str, counts: Counter, bf16: str = 
     """The scored form (all four fields) and, without bound options, the plain form."""
     want = osg.fp4_index_logits_decode_scored(**k, **options)
     got = tsg.fp4_index_logits_decode_scored(**{n: to_torch(a, device, bf16) for n, a in k.items()}, **options)
-    same_scored(want, got, label, counts)
+    same_scored(want, on_device(got, device, label), label, counts)
 
 
 def check_plain_decode(k: dict, device: str, label: str, counts: Counter, **options) -> None:
     want = osg.fp4_index_logits_decode(**k, **options)
     got = tsg.fp4_index_logits_decode(**{n: to_torch(a, device) for n, a in k.items()}, **options)
-    counts["plain"] += same_bytes(want, got, f"{label} plain emulated")
+    counts["plain"] += same_bytes(want, on_device(got, device, label), f"{label} plain emulated")
 
 
 def paged_case(ratio: int, profile: str) -> tuple[int, dict, tuple]:
@@ -154,13 +163,15 @@ def paged_case(ratio: int, profile: str) -> tuple[int, dict, tuple]:
 def check_paged(args: tuple, device: str, label: str, counts: Counter, plain: bool = False, **options) -> None:
     targs = tuple(to_torch(a, device) for a in args)
     want = osg.fp4_index_logits_paged_scored(*args, **options)
-    same_scored(want, tsg.fp4_index_logits_paged_scored(*targs, **options), label, counts)
+    same_scored(want, on_device(tsg.fp4_index_logits_paged_scored(*targs, **options), device, label), label, counts)
     slots = osg.paged_slots(args[2], args[3], args[4], args[7], args[8])
-    counts["paged_slots"] += same_bytes(slots, tsg.paged_slots(*targs[2:5], args[7], args[8]), f"{label} paged_slots")
+    got = on_device(tsg.paged_slots(*targs[2:5], args[7], args[8]), device, label)
+    counts["paged_slots"] += same_bytes(slots, got, f"{label} paged_slots")
     if plain:
         options = {n: v for n, v in options.items() if n not in ("bound_model", "emulate")}
         want = osg.fp4_index_logits_paged(*args, **options)
-        counts["plain"] += same_bytes(want, tsg.fp4_index_logits_paged(*targs, **options), f"{label} plain emulated")
+        got = on_device(tsg.fp4_index_logits_paged(*targs, **options), device, label)
+        counts["plain"] += same_bytes(want, got, f"{label} plain emulated")
 
 
 def option_grid() -> list[dict]:
