@@ -19,15 +19,19 @@ Value X = sum_h relu(qk_h) w_h with each qk_h exact (dyadic) and the head sum in
 integers, rounded once to float64 (|value - X| <= 2^-53 |X|). Bound: ``arithmetic.decode_bound``
 with ws = 1 (products or fmas, any head order), the qk model ``bound_model`` (default
 "any-order": the 128 exact products summed in any float32 order, as a bf16-upcast MMA, an
-ieee tl.dot or a NumPy matmul may). The emulated order (the bit-exact target) is: qk rounded
-once to float32, relu, p = fl(relu * w), heads summed in ``head_order`` (default "sequential").
+ieee tl.dot or a NumPy matmul may), its head sums taken left to right in float64
+(``arithmetic.sum_heads``: the same bytes on any machine and in mxgate.twin). The emulated
+order (the bit-exact target) is: qk rounded once to float32, relu, p = fl(relu * w), heads
+summed in ``head_order`` (default "sequential").
 The kernels' own order is not claimed; a backend that differs from it but stays inside the
 bound is "acceptable".
 
 e8m0 byte 0 decodes per the profile (2^-127, or 0 under byte0 "zero"); byte 255 makes the
 cell NaN with no finite bound (the interpreter propagates it, a compiled relu may drop it).
 Cells whose exponent span is too wide for the float64 fast path are computed with Python
-integers.
+integers (``exact_cells``). The argument checks (``check_fp4_paged``, ``check_fp4_ragged``,
+``check_fp8_paged``) read only shapes and dtypes of the large arrays, so the torch twin
+(mxgate.twin.scorers.vllm) runs them on stand-ins.
 
 FP8 paged: the layout is ``aiter-fp8-kv`` ([num_blocks, block_size, D+4]: D fp8 codes a token,
 then one float32 scale a token); out = sum_h relu(fl(qk_h) * ks_t) * w_h, as
@@ -54,7 +58,7 @@ from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, T
 
 SPAN_FAST = 24  # q' = sum_g I_g 2^(aq + ak) < 4 * 4608 * 2^24 < 2^39: exact in float64
 A_BITS = 39
-CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk
+CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk (mxgate.twin passes whole chunks)
 LAYOUT = _layouts.get("vllm-fp4-indexer-k")
 
 
@@ -429,8 +433,9 @@ def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_
 def emulate_heads(qk32: np.ndarray, w: np.ndarray, head_order: str) -> np.ndarray:
     """The emulated order's head sum from fl32(qk) [R, H, T] and the weights [R, H]: relu
     (NaN kept, -0 -> +0), p = fl(relu * w), heads summed in ``head_order`` -> float32 [R, T].
-    Each cell on its own: mxgate.twin calls this on the host for its NaN cells (whose bits are
-    the host's)."""
+    mxgate.twin calls this on the host, on a chunk's whole arrays, where a chunk holds NaN
+    cells: which NaN payload x86 NumPy propagates depends on the array's shape (a vector loop
+    body or its scalar tail), not only on the cell."""
     with np.errstate(all="ignore"):
         relu = np.where(np.isnan(qk32), qk32, np.maximum(qk32, np.float32(0)) + np.float32(0))
         return head_sum((relu * w[:, :, None]).astype(np.float32), head_order)
@@ -439,7 +444,8 @@ def emulate_heads(qk32: np.ndarray, w: np.ndarray, head_order: str) -> np.ndarra
 def nonfinite_weight_values(qk: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The value of rows with a non-finite weight: the IEEE float64 evaluation of
     sum_h relu(qk_h) w_h (NaN qk kept), heads left to right -> float64 [R, T]; qk float64
-    [R, H, T], w float32 [R, H]. mxgate.twin calls this on the host for those rows."""
+    [R, H, T], w float32 [R, H]. mxgate.twin calls this on the host for those rows, chunk by
+    chunk (the NaN payloads depend on the arrays' shape, as in ``emulate_heads``)."""
     with np.errstate(all="ignore"):
         return ar.sum_heads(np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64))
 
