@@ -2,6 +2,6 @@
 ``mxgate.oracle.scorers`` (same arguments, same bits), with ``COUNTERPARTS`` mapping each oracle
 function to its twin."""
 
-from mxgate.twin.scorers import aiter_fp4, aiter_fp8, sglang
+from mxgate.twin.scorers import aiter_fp4, aiter_fp8, sglang, vllm
 
-COUNTERPARTS = {**aiter_fp4.COUNTERPARTS, **aiter_fp8.COUNTERPARTS, **sglang.COUNTERPARTS}
+COUNTERPARTS = {**aiter_fp4.COUNTERPARTS, **aiter_fp8.COUNTERPARTS, **sglang.COUNTERPARTS, **vllm.COUNTERPARTS}
