@@ -890,3 +890,31 @@ def test_envelope_judged_with_the_twin_reference_as_with_the_oracle(mode: str) -
         assert np.array_equal(got.k_variant, want.k_variant) and np.array_equal(got.q_variant, want.q_variant)
         seen.add(got.status)
     assert seen == {"exact", "acceptable"}, (mode, seen)
+
+
+def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> None:
+    """The exhaustive tier's device judge (used on --device cuda), run here on the CPU over two
+    2^24-input chunks: an encoder equal to the oracle is recorded exact with the input count; a
+    planted wrong code leaves the verdict to the host judge (nothing recorded)."""
+    from mxgate.conformance.test_elements import _judged_on_device
+
+    recorded = []
+
+    def record(op, config, verdict, **kw):
+        recorded.append((op, config, verdict, kw))
+
+    def good(x: np.ndarray) -> np.ndarray:
+        return oracle.encode_e2m1(x, "gfx950")
+
+    def planted(x: np.ndarray) -> np.ndarray:
+        codes = oracle.encode_e2m1(x, "gfx950")
+        codes[12345] ^= 1
+        return codes
+
+    chunks = range(127, 129)  # 0x7F000000 .. 0x80FFFFFF: large finite, Inf and NaN, then -0 and tiny negatives
+    assert _judged_on_device(good, "gfx950", "e2m1", record, "e2m1.encode", device="cpu", chunks=chunks)
+    (op, config, verdict, kw), = recorded
+    assert (op, config, verdict.verdict, verdict.total, kw) == ("e2m1.encode", "every-float32", "exact", 2 << 24,
+                                                               {"profile": "gfx950"})
+    assert not _judged_on_device(planted, "gfx950", "e2m1", record, "e2m1.encode", device="cpu", chunks=chunks)
+    assert len(recorded) == 1

@@ -67,16 +67,18 @@ def _every_float32(backend, record, op: str, override, reference, judge=None, *,
     record(op, "every-float32", combine(verdicts), profile=profile)
 
 
-def _judged_on_device(run, profile: str, fmt: str, record, op: str) -> bool:
+def _judged_on_device(run, profile: str, fmt: str, record, op: str, device: str = "cuda",
+                      chunks: range | None = None) -> bool:
     """On --device cuda: every input judged on the card against the twin (mxgate.twin.sweep);
     only the count comes back. True when that settles it (no mismatch: exact); a mismatch is
     judged again on the host, where the judge can name its class and may accept it."""
     from mxgate.twin.sweep import from_numpy_op, sweep_device
 
-    result = sweep_device(from_numpy_op(run, "cuda"), profile, "cuda", fmt=fmt, chunk_bits=CHUNK.bit_length() - 1)
+    result = sweep_device(from_numpy_op(run, device), profile, device, fmt=fmt, chunk_bits=CHUNK.bit_length() - 1,
+                          chunks=chunks)
     if result.mismatches:
         return False
-    record(op, "every-float32", Verdict(EXACT, f"all {result.inputs:,} inputs judged on cuda against the twin: "
+    record(op, "every-float32", Verdict(EXACT, f"all {result.inputs:,} inputs judged on {device} against the twin: "
                                                f"0 mismatches ({result.seconds:.0f} s)", total=result.inputs),
            profile=profile)
     return True
