@@ -56,16 +56,6 @@ CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
 # ---- shared pieces ---------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Small CPU tensors: one intra-op thread (OpenMP workers spinning on a busy 2-core runner
-    made each op call a hundred times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def rng_of(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 

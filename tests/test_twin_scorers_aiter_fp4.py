@@ -28,14 +28,6 @@ SEED = 20261201
 FIELDS = ("emulated", "value", "bound", "window")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _bytes(a) -> np.ndarray:
     if isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()

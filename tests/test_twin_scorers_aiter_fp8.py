@@ -55,16 +55,6 @@ WEIGHT_SPECIALS = np.array([0x7FC00000, 0xFFC00123, 0x7F800000, 0xFF800000, 0x00
 FLOAT8 = {"fn": (torch.float8_e4m3fn, ml_dtypes.float8_e4m3fn), "fnuz": (torch.float8_e4m3fnuz, ml_dtypes.float8_e4m3fnuz)}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Small CPU tensors: one intra-op thread (OpenMP workers spinning on a busy 2-core runner
-    made each op call a hundred times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def rng_of(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 

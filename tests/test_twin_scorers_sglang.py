@@ -46,15 +46,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:Runtim
                                         "ignore:overflow encountered:RuntimeWarning")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Small CPU tensors: one intra-op thread (workers spinning on a busy 2-core runner)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def rng_of(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 

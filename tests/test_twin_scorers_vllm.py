@@ -49,16 +49,6 @@ LAYOUT = layouts.get("vllm-fp4-indexer-k")
 FP8_LAYOUT = layouts.get("aiter-fp8-kv")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Small CPU tensors: one intra-op thread (OpenMP workers spinning on a busy 2-core runner
-    made each op call a hundred times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def rng_of(seed: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(seed))
 
