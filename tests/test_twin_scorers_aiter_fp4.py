@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 torch = pytest.importorskip("torch")
 
 from mxgate import oracle  # noqa: E402
 from mxgate.conformance.test_logits_conformance import AITER_CONFIGS, PREFILL_CONFIGS  # noqa: E402
 from mxgate.inputs import logits as lc  # noqa: E402
+from mxgate.inputs.strategies import decode_ragged_params  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle import scorers  # noqa: E402
 from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS  # noqa: E402
@@ -153,6 +155,17 @@ def test_special_values_and_wide_spans(seed: int) -> None:
     compare(scorers.pa_mqa_logits_fp4_prefill_scored(**pkw), twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(pkw, "cpu")),
             f"prefill specials seed {seed}")
     assert compared > 0
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decode_ragged_params())
+def test_decode_ragged_hypothesis_examples(params) -> None:
+    """The conformance suite's Hypothesis examples of the decode scorer (same strategy, same
+    case builder): ragged lengths at block boundaries, next_n 1..4, spread group scales."""
+    seed, next_n, heads, lens, spread = params
+    case = lc.fp4_decode_case(seed, len(lens), 300, next_n, heads, context_lens=np.array(lens), spread=spread)
+    compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs), twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu")),
+            f"hypothesis {params} seed {seed}")
 
 
 def test_emulated_forms_write_only_the_window_of_out() -> None:
