@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from mxgate import oracle  # noqa: E402
-from mxgate.twin.sweep import from_numpy_op, sweep_device  # noqa: E402
+from mxgate import kernels  # noqa: E402
+from mxgate.op_table import OpName  # noqa: E402
+from mxgate.twin.sweep import encoder_of, from_numpy_op, sweep_device  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,6 +44,23 @@ def test_device_sweep_of_a_numpy_op_agrees_with_the_oracle() -> None:
     run = from_numpy_op(lambda x: oracle.encode_e2m1(x, "ocp"), "cpu")
     result = sweep_device(run, "ocp", "cpu", chunk_bits=16, chunks=[0, 0x3F80, 0x7F80, 0xFFFF])
     assert (result.inputs, result.mismatches) == (4 << 16, 0)
+
+
+@pytest.mark.parametrize("op_name", [OpName.E4M3FN_ENCODE, OpName.E4M3FNUZ_ENCODE])
+def test_device_sweep_takes_a_backends_tensor_op_and_agrees_with_its_numpy_op(op_name: str) -> None:
+    """The torch backend's encoders run on device tensors in the sweep (run_tensor): the same
+    codes as through their NumPy interface, judged the same (torch-cpu saturates e4m3fn)."""
+    op = kernels.get("torch", device="cpu").op(op_name)
+    assert op.run_tensor is not None and encoder_of(op, "cpu") is op.run_tensor
+    chunks = [0, 0x3F80, 0x43E0, 0x7F80, 0xC3E0, 0xFF80]  # zero, one, 448 and its neighbours, Inf / NaN
+    fmt = "e4m3fn" if op_name == OpName.E4M3FN_ENCODE else "e4m3fnuz"
+    on_device = sweep_device(encoder_of(op, "cpu"), op.profile, "cpu", fmt=fmt, chunk_bits=16, chunks=chunks)
+    through_host = sweep_device(from_numpy_op(op.run, "cpu"), op.profile, "cpu", fmt=fmt, chunk_bits=16, chunks=chunks)
+    assert on_device.inputs == through_host.inputs == len(chunks) << 16
+    assert (on_device.mismatches, on_device.examples) == (through_host.mismatches, through_host.examples)
+    assert on_device.mismatches == 0, on_device.summary()
+    x = torch.arange(0, 1 << 16, dtype=torch.int32).view(torch.float32) + 0.0
+    assert np.array_equal(op.run_tensor(x).numpy(), op.run(x.numpy()))
 
 
 def test_sweep_cli_device_exit_status(tmp_path: Path) -> None:

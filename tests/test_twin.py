@@ -887,6 +887,7 @@ def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> N
     2^24-input chunks: an encoder equal to the oracle is recorded exact with the input count; a
     planted wrong code leaves the verdict to the host judge (nothing recorded)."""
     from mxgate.conformance.test_elements import _judged_on_device
+    from mxgate.kernels.base import Op
 
     recorded = []
 
@@ -902,9 +903,11 @@ def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> N
         return codes
 
     chunks = range(127, 129)  # 0x7F000000 .. 0x80FFFFFF: large finite, Inf and NaN, then -0 and tiny negatives
-    assert _judged_on_device(good, "gfx950", "e2m1", record, "e2m1.encode", device="cpu", chunks=chunks)
+    assert _judged_on_device(Op("e2m1.encode", "gfx950", good), "gfx950", "e2m1", record, "e2m1.encode", device="cpu",
+                             chunks=chunks)
     (op, config, verdict, kw), = recorded
     assert (op, config, verdict.verdict, verdict.total, kw) == ("e2m1.encode", "every-float32", "exact", 2 << 24,
                                                                {"profile": "gfx950"})
-    assert not _judged_on_device(planted, "gfx950", "e2m1", record, "e2m1.encode", device="cpu", chunks=chunks)
+    assert not _judged_on_device(Op("e2m1.encode", "gfx950", planted), "gfx950", "e2m1", record, "e2m1.encode",
+                                 device="cpu", chunks=chunks)
     assert len(recorded) == 1

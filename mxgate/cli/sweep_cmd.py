@@ -89,7 +89,7 @@ def _device_sweep(args: argparse.Namespace) -> int:
     torch = require("torch", "mxgate sweep --device (the twin runs on torch)")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA device here")
-    from mxgate.twin.sweep import from_numpy_op, sweep_device
+    from mxgate.twin.sweep import encoder_of, sweep_device
 
     backend = kernels.get(args.backend, device=args.device)
     op_name = ENCODERS[args.format]
@@ -106,7 +106,7 @@ def _device_sweep(args: argparse.Namespace) -> int:
     profile = args.profile or op.profile
     chunks = None if args.chunks is None else range(args.chunks)
     fmt = "e2m1" if args.format == "e2m1" else args.format
-    result = sweep_device(from_numpy_op(op.run, args.device), profile, args.device, fmt=fmt,
+    result = sweep_device(encoder_of(op, args.device), profile, args.device, fmt=fmt,
                           chunk_bits=args.chunk_bits, chunks=chunks)
     print(f"{args.backend} {op_name} on {args.device}: {result.summary()}", flush=True)
     return 1 if result.mismatches else 0

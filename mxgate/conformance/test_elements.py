@@ -52,7 +52,7 @@ def _every_float32(backend, record, op: str, override, reference, judge=None, *,
                    fmt: str | None = None) -> None:
     profile = _profile(backend, op, override)
     run = backend.op(op).run
-    if device == "cuda" and fmt is not None and _judged_on_device(run, profile, fmt, record, op):
+    if device == "cuda" and fmt is not None and _judged_on_device(backend.op(op), profile, fmt, record, op):
         return
     verdicts = []
     for start in range(0, 1 << 32, CHUNK):
@@ -67,14 +67,15 @@ def _every_float32(backend, record, op: str, override, reference, judge=None, *,
     record(op, "every-float32", combine(verdicts), profile=profile)
 
 
-def _judged_on_device(run, profile: str, fmt: str, record, op: str, device: str = "cuda",
+def _judged_on_device(backend_op, profile: str, fmt: str, record, op: str, device: str = "cuda",
                       chunks: range | None = None) -> bool:
     """On --device cuda: every input judged on the card against the twin (mxgate.twin.sweep);
     only the count comes back. True when that settles it (no mismatch: exact); a mismatch is
-    judged again on the host, where the judge can name its class and may accept it."""
-    from mxgate.twin.sweep import from_numpy_op, sweep_device
+    judged again on the host, where the judge can name its class and may accept it. A backend
+    op with ``run_tensor`` is called on the device tensors themselves."""
+    from mxgate.twin.sweep import encoder_of, sweep_device
 
-    result = sweep_device(from_numpy_op(run, device), profile, device, fmt=fmt, chunk_bits=CHUNK.bit_length() - 1,
+    result = sweep_device(encoder_of(backend_op, device), profile, device, fmt=fmt, chunk_bits=CHUNK.bit_length() - 1,
                           chunks=chunks)
     if result.mismatches:
         return False

@@ -47,12 +47,19 @@ class OutsideContract(ValueError):
 
 @dataclass(frozen=True)
 class Op:
-    """One operation a backend implements, with the profile its output is judged under."""
+    """One operation a backend implements, with the profile its output is judged under.
+
+    ``run`` takes and returns NumPy arrays. An element encoder may also give ``run_tensor``: the
+    same op on a torch tensor already on the backend's device, returning the codes there (uint8,
+    same shape), so that the device sweeps (``mxgate sweep --device``, the exhaustive tier on
+    cuda) judge it without its inputs and outputs crossing to the host.
+    """
 
     name: str
     profile: str
     run: Callable[..., Any]
     note: str = ""
+    run_tensor: Callable[[Any], Any] | None = None
 
 
 class Backend:

@@ -68,6 +68,13 @@ class TorchCastBackend(Backend):
 
         return run
 
+    def _cast_tensor(self, dtype_name: str) -> Any:
+        def run(x: Any) -> Any:
+            torch = _torch()
+            return x.to(getattr(torch, dtype_name)).view(torch.uint8)
+
+        return run
+
     def _widen(self, dtype_name: str) -> Any:
         def run(codes: np.ndarray) -> np.ndarray:
             torch = _torch()
@@ -81,8 +88,10 @@ class TorchCastBackend(Backend):
         # e4m3fn does not saturate and bf16 NaN is 0x7FFF; e4m3fnuz never saturates.
         fn_profile = "torch-cpu" if self.device == "cpu" else "torch-cuda"
         return {
-            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, fn_profile, self._cast("float8_e4m3fn", "uint8")),
-            OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, "ml_dtypes", self._cast("float8_e4m3fnuz", "uint8")),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, fn_profile, self._cast("float8_e4m3fn", "uint8"),
+                                     run_tensor=self._cast_tensor("float8_e4m3fn")),
+            OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, "ml_dtypes", self._cast("float8_e4m3fnuz", "uint8"),
+                                       run_tensor=self._cast_tensor("float8_e4m3fnuz")),
             OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, "gfx950", self._widen("float8_e4m3fn")),
             OpName.E4M3FNUZ_DECODE: Op(OpName.E4M3FNUZ_DECODE, "gfx950", self._widen("float8_e4m3fnuz")),
             OpName.BF16_ROUND: Op(OpName.BF16_ROUND, fn_profile, self._cast("bfloat16", "int16")),

@@ -118,6 +118,13 @@ def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base:
             result.examples.append((int(u[i]), int(ours[i]), int(actual[i])))
 
 
+def encoder_of(op, device: str | torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A backend Op as a tensor encoder for ``sweep_device``: its ``run_tensor`` where it has one
+    (nothing crosses to the host), else its NumPy ``run`` through ``from_numpy_op``."""
+    run_tensor = getattr(op, "run_tensor", None)
+    return run_tensor if run_tensor is not None else from_numpy_op(op.run, device)
+
+
 def from_numpy_op(run: Callable, device: str | torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     """A backend op that takes and returns NumPy arrays, as a tensor encoder for ``sweep_device``:
     each chunk goes to the host for the op and its codes come back; the judging stays on the device."""
