@@ -63,6 +63,28 @@ def test_device_sweep_takes_a_backends_tensor_op_and_agrees_with_its_numpy_op(op
     assert np.array_equal(op.run_tensor(x).numpy(), op.run(x.numpy()))
 
 
+def test_isolated_backend_sweeps_in_its_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's backends run in a worker process: the device sweep runs there too (its tensors
+    never cross a process), a few chunks per call, and the summed counts are the in-process ones."""
+    from mxgate.kernels import isolation
+
+    monkeypatch.setattr(isolation, "SWEEP_CALL_INPUTS", 1 << 17)  # two 2^16 chunks a call: three calls
+    here = kernels.get("torch", device="cpu")
+    chunks = [0, 0x3F80, 0x43E0, 0x7F80, 0xC3E0, 0xFF80]
+    isolated = isolation.isolate(here, timeout=120)
+    try:
+        got = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16)
+        wrong_rule = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cuda", "e4m3fn", chunks, 16)
+    finally:
+        isolated.close()
+    want = here.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16)
+    assert (got.inputs, got.mismatches, got.examples) == (want.inputs, want.mismatches, want.examples) == (6 << 16, 0, [])
+    # judged under the CUDA rule (no saturation) the CPU cast's saturated infinities are the mismatches:
+    # +-Inf -> +-448 (0x7E / 0xFE) where the rule gives NaN (0x7F / 0xFF)
+    assert (wrong_rule.inputs, wrong_rule.mismatches) == (6 << 16, 2)
+    assert [(b & 0xFFFFFFFF, t, k) for b, t, k in wrong_rule.examples] == [(0x7F800000, 0x7F, 0x7E), (0xFF800000, 0xFF, 0xFE)]
+
+
 def test_sweep_cli_device_exit_status(tmp_path: Path) -> None:
     bad = _mxgate(tmp_path, "sweep", "e2m1", "--device", "cpu", "--backend", "planted_encoders:wrong_at_zero",
                   "--chunk-bits", "16", "--chunks", "1", "--quiet")

@@ -887,7 +887,7 @@ def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> N
     2^24-input chunks: an encoder equal to the oracle is recorded exact with the input count; a
     planted wrong code leaves the verdict to the host judge (nothing recorded)."""
     from mxgate.conformance.test_elements import _judged_on_device
-    from mxgate.kernels.base import Op
+    from mxgate.kernels.functions import backend_from_functions, kernel
 
     recorded = []
 
@@ -902,12 +902,13 @@ def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> N
         codes[12345] ^= 1
         return codes
 
+    def backend(encoder):
+        return backend_from_functions("planted", kernel("e2m1.encode", encoder, profile="gfx950"))(device="cpu")
+
     chunks = range(127, 129)  # 0x7F000000 .. 0x80FFFFFF: large finite, Inf and NaN, then -0 and tiny negatives
-    assert _judged_on_device(Op("e2m1.encode", "gfx950", good), "gfx950", "e2m1", record, "e2m1.encode", device="cpu",
-                             chunks=chunks)
+    assert _judged_on_device(backend(good), "e2m1.encode", "gfx950", "e2m1", record, chunks=chunks)
     (op, config, verdict, kw), = recorded
     assert (op, config, verdict.verdict, verdict.total, kw) == ("e2m1.encode", "every-float32", "exact", 2 << 24,
                                                                {"profile": "gfx950"})
-    assert not _judged_on_device(Op("e2m1.encode", "gfx950", planted), "gfx950", "e2m1", record, "e2m1.encode",
-                                 device="cpu", chunks=chunks)
+    assert not _judged_on_device(backend(planted), "e2m1.encode", "gfx950", "e2m1", record, chunks=chunks)
     assert len(recorded) == 1

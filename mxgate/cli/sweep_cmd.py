@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.chunks is not None and not 1 <= args.chunks <= CHUNKS:
         raise ValueError(f"--chunks must lie in [1, {CHUNKS}] (chunks of 2^{CHUNK_BITS} inputs), got {args.chunks}")
-    chunks = None if args.chunks is None else range(args.chunks)
+    chunks = list(range(TOTAL >> args.chunk_bits if args.chunks is None else args.chunks))
     result = sweep_e2m1(args.profile, args.against, args.workers, chunks, progress=not args.quiet)
     print(result.summary(), flush=True)  # a closed pipe shows here, not at interpreter exit
     return 1 if result.mismatches else 0
@@ -89,7 +89,6 @@ def _device_sweep(args: argparse.Namespace) -> int:
     torch = require("torch", "mxgate sweep --device (the twin runs on torch)")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA device here")
-    from mxgate.twin.sweep import encoder_of, sweep_device
 
     backend = kernels.get(args.backend, device=args.device)
     op_name = ENCODERS[args.format]
@@ -104,9 +103,8 @@ def _device_sweep(args: argparse.Namespace) -> int:
         return 5
     op = backend.op(op_name)
     profile = args.profile or op.profile
-    chunks = None if args.chunks is None else range(args.chunks)
+    chunks = list(range(TOTAL >> args.chunk_bits if args.chunks is None else args.chunks))
     fmt = "e2m1" if args.format == "e2m1" else args.format
-    result = sweep_device(encoder_of(op, args.device), profile, args.device, fmt=fmt,
-                          chunk_bits=args.chunk_bits, chunks=chunks)
+    result = backend.device_sweep(op_name, profile, fmt, chunks, args.chunk_bits)
     print(f"{args.backend} {op_name} on {args.device}: {result.summary()}", flush=True)
     return 1 if result.mismatches else 0

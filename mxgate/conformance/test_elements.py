@@ -52,7 +52,7 @@ def _every_float32(backend, record, op: str, override, reference, judge=None, *,
                    fmt: str | None = None) -> None:
     profile = _profile(backend, op, override)
     run = backend.op(op).run
-    if device == "cuda" and fmt is not None and _judged_on_device(backend.op(op), profile, fmt, record, op):
+    if device == "cuda" and fmt is not None and _judged_on_device(backend, op, profile, fmt, record):
         return
     verdicts = []
     for start in range(0, 1 << 32, CHUNK):
@@ -67,20 +67,20 @@ def _every_float32(backend, record, op: str, override, reference, judge=None, *,
     record(op, "every-float32", combine(verdicts), profile=profile)
 
 
-def _judged_on_device(backend_op, profile: str, fmt: str, record, op: str, device: str = "cuda",
-                      chunks: range | None = None) -> bool:
-    """On --device cuda: every input judged on the card against the twin (mxgate.twin.sweep);
-    only the count comes back. True when that settles it (no mismatch: exact); a mismatch is
-    judged again on the host, where the judge can name its class and may accept it. A backend
-    op with ``run_tensor`` is called on the device tensors themselves."""
-    from mxgate.twin.sweep import encoder_of, sweep_device
-
-    result = sweep_device(encoder_of(backend_op, device), profile, device, fmt=fmt, chunk_bits=CHUNK.bit_length() - 1,
-                          chunks=chunks)
+def _judged_on_device(backend, op: str, profile: str, fmt: str, record, chunks: range | None = None) -> bool:
+    """On --device cuda: every input judged on the card against the twin, in the backend's own
+    worker (``Backend.device_sweep``); only the counts come back. True when that settles it (no
+    mismatch: exact); a mismatch is judged again on the host, where the judge can name its class
+    and may accept it."""
+    if not hasattr(backend, "device_sweep"):  # a duck-typed user backend: judged on the host
+        return False
+    chunk_bits = CHUNK.bit_length() - 1
+    chunks = list(range(1 << (32 - chunk_bits)) if chunks is None else chunks)
+    result = backend.device_sweep(op, profile, fmt, chunks, chunk_bits)
     if result.mismatches:
         return False
-    record(op, "every-float32", Verdict(EXACT, f"all {result.inputs:,} inputs judged on {device} against the twin: "
-                                               f"0 mismatches ({result.seconds:.0f} s)", total=result.inputs),
+    record(op, "every-float32", Verdict(EXACT, f"all {result.inputs:,} inputs judged on {backend.device} against the "
+                                               f"twin: 0 mismatches ({result.seconds:.0f} s)", total=result.inputs),
            profile=profile)
     return True
 

@@ -31,6 +31,8 @@ from typing import Any
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 
 DEFAULT_TIMEOUT_S = 300.0
+DEVICE_SWEEP = "<device sweep>"  # a request that runs Backend.device_sweep in the worker
+SWEEP_CALL_INPUTS = 1 << 28  # inputs per device-sweep call: each call gets the per-call limit
 _CONTEXT = multiprocessing.get_context("spawn")
 
 
@@ -112,7 +114,10 @@ def _serve(conn: Any, name: str, device: str) -> None:
         op, args, kwargs = request
         try:
             before = {k: a.copy() for k, a in _arrays(args, kwargs).items()}
-            result = _to_numpy(backend.op(op).run(*args, **kwargs))
+            if op == DEVICE_SWEEP:  # the sweep runs here, beside the kernel: its tensors stay on the device
+                result = backend.device_sweep(*args, **kwargs)
+            else:
+                result = _to_numpy(backend.op(op).run(*args, **kwargs))
             after = _arrays(args, kwargs)
             written = {k: a for k, a in after.items() if not np.array_equal(a.view(np.uint8), before[k].view(np.uint8))
                        } if before else {}
@@ -227,6 +232,24 @@ class IsolatedBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         return {name: Op(op.name, op.profile, self._remote(name), op.note) for name, op in self._inner.ops().items()}
+
+    def device_sweep(self, op: str, profile: str, fmt: str, chunks: list[int], chunk_bits: int = 24) -> Any:
+        """``Backend.device_sweep`` run in the worker, 2^28 inputs a call (each call under the
+        per-call limit, so a hang or crash is a fault as for any op); the counts are summed here."""
+        from mxgate.twin.sweep import DeviceSweep
+
+        chunks = list(chunks)
+        step = max(1, SWEEP_CALL_INPUTS >> chunk_bits)
+        total = DeviceSweep(profile, fmt)
+        for first in range(0, len(chunks), step):
+            part = self._worker.call(DEVICE_SWEEP, (op, profile, fmt, chunks[first:first + step], chunk_bits), {})
+            total.profile = part.profile
+            total.inputs += part.inputs
+            total.mismatches += part.mismatches
+            total.nan_mismatches += part.nan_mismatches
+            total.examples += part.examples[:max(0, 10 - len(total.examples))]
+            total.seconds += part.seconds
+        return total
 
     def _remote(self, op: str):
         def run(*args: Any, **kwargs: Any) -> Any:
