@@ -29,7 +29,8 @@ from mxgate.oracle.scorers import arithmetic as oar
 from mxgate.oracle.scorers.aiter_fp4 import I_MAX, STEP_GROUPS, Options, Plan, span_fast
 from mxgate.oracle.scorers.common import GROUPS, KSTEPS, MFMA_M, TWO_E2M1, ScoredLogits
 from mxgate.twin import layouts
-from mxgate.twin.formats import unpack_nibbles
+from mxgate.twin._bits import pow2_f32
+from mxgate.twin.formats import bf16_to_f32, unpack_nibbles
 from mxgate.twin.host import device_of, host_copy, output_stand_in, stand_in
 from mxgate.twin.ops.f32math import fma32
 from mxgate.twin.scorers import arithmetic as ar
@@ -209,11 +210,11 @@ class _Group:
         lq, aq, spq = _offsets(eq, zero | (eq == 0xFF))
         self.lq, self.spq = lq, spq
         Rb = rows.size
-        scaled = self.nq_int.reshape(Rb, self.H, self.G, GROUP) * ar.pow2_f32(torch.clamp(aq, max=self.span_fast))[..., None]
+        scaled = self.nq_int.reshape(Rb, self.H, self.G, GROUP) * pow2_f32(torch.clamp(aq, max=self.span_fast))[..., None]
         scaled = torch.where(zero[..., None], 0.0, scaled)
         self.nq_g = scaled.permute(2, 0, 1, 3).reshape(self.G, Rb * self.H, GROUP).contiguous()
         wb = w_bits[self.rows]
-        self.w32 = ar.bf16_to_f32(wb)
+        self.w32 = bf16_to_f32(wb)
         self.mw, self.fw, wfin = ar.bf16_parts(wb)
         self.w_bad = ~wfin.all(dim=1)
         self.wp = self.w32 * self.ws_t
@@ -246,7 +247,7 @@ class _Group:
         k_zero = (ek == 0) if opts.profile.byte0 == "zero" else torch.zeros_like(ek, dtype=torch.bool)
         lk, ak, spk = _offsets(ek, k_zero | (ek == 0xFF))
         two = torch.as_tensor(TWO_E2M1, device=dev)
-        nk = two[self.k_codes[lo:hi]].reshape(Tc, G, GROUP) * ar.pow2_f32(torch.clamp(ak, max=self.span_fast))[..., None]
+        nk = two[self.k_codes[lo:hi]].reshape(Tc, G, GROUP) * pow2_f32(torch.clamp(ak, max=self.span_fast))[..., None]
         nk = torch.where(k_zero[..., None], 0.0, nk)
         # I'_g: integer-valued dots, exact in any order (the oracle's float32 matmul gives the same)
         ig = torch.stack([ar.exact_matmul(self.nq_g[g], nk[:, g, :].T).reshape(Rb, H, Tc) for g in range(G)])

@@ -3,11 +3,11 @@
 What is pure elementwise float64 arithmetic (the bounds, ``qk_delta``) or a fixed order of
 float32 additions (``head_sum``) is the oracle's own function, called with ``xp=torch``. What
 needs bit views or int64 digit arrays is written here in the oracle's steps: powers of two from
-bits, the integer mantissa/exponent split, the once-rounded weighted head sum, fl32(x + y) by
+bits (float64; float32 ones are ``twin._bits.pow2_f32``), the integer mantissa/exponent split, the once-rounded weighted head sum, fl32(x + y) by
 round to odd, and the left-to-right float64 head sums of the bounds.
 
 Every function takes tensors on one device and returns tensors there; CUDA and CPU give the
-same bits because each step is an IEEE operation or an integer one (tests/test_twin_scorers.py).
+same bits because each step is an IEEE operation or an integer one (tests/test_twin_scorers_*.py).
 """
 
 from __future__ import annotations
@@ -34,11 +34,6 @@ def pow2_f64(e: torch.Tensor) -> torch.Tensor:
     return ((e + 1023) << 52).view(torch.float64)
 
 
-def pow2_f32(k: torch.Tensor) -> torch.Tensor:
-    """2**k as float32 for integer 0 <= k <= 127, from bits."""
-    return ((k.to(torch.int32) + 127) << 23).view(torch.float32)
-
-
 def _float_parts(b: torch.Tensor, mant_bits: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     expo = (b >> mant_bits) & 0xFF
     frac = b & ((1 << mant_bits) - 1)
@@ -58,11 +53,6 @@ def bf16_parts(bits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 def f32_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """float32 values -> (signed mantissa, exponent, finite): v = m * 2**e."""
     return _float_parts(x.to(torch.float32).contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF, 23)
-
-
-def bf16_to_f32(bits: torch.Tensor) -> torch.Tensor:
-    """bf16 bit patterns -> float32 (exact widening)."""
-    return ((bits.view(torch.int16).to(torch.int32) & 0xFFFF) << 16).view(torch.float32)
 
 
 def weighted_sum_f64(a: torch.Tensor, a_bits: int, m: torch.Tensor, f: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,7 @@ from mxgate.oracle.scorers import arithmetic as oar
 from mxgate.oracle.scorers import sglang as osg
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, TWO_E2M1, ScoredLogits
 from mxgate.twin import layouts
-from mxgate.twin.formats import bf16_bits, round_bf16, unpack_nibbles
+from mxgate.twin.formats import bf16_bits, bf16_to_f32, round_bf16, unpack_nibbles
 from mxgate.twin.host import device_of, host_copy, stand_in
 from mxgate.twin.mx import dequantize_mx
 from mxgate.twin.scorers import arithmetic as ar
@@ -153,9 +153,9 @@ class _Run:
         self.q_bits = _bits16(q)
         # float32 weights: the wrapper's bf16 cast, as the oracle's check_call rounds them
         w_bits = _bits16(bf16_bits(weights)) if weights.dtype == torch.float32 else _bits16(weights)
-        self.qv = ar.bf16_to_f32(self.q_bits)  # [B, H, D]
+        self.qv = bf16_to_f32(self.q_bits)  # [B, H, D]
         mq, fq, qfin = ar.bf16_parts(self.q_bits)
-        self.w32 = ar.bf16_to_f32(w_bits)  # [B, H]
+        self.w32 = bf16_to_f32(w_bits)  # [B, H]
         self.mw, self.fw, self.wfin = ar.bf16_parts(w_bits)
         live = mq != 0
         fqmin = torch.where(live, fq, _NO_LIVE).amin(dim=2)
