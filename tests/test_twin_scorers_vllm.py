@@ -363,7 +363,8 @@ def test_no_live_rows_and_zero_width() -> None:
     headless = {**headless, "q_fp4": headless["q_fp4"][:, :0], "q_e8m0": headless["q_e8m0"][:, :0],
                 "weights": headless["weights"][:, :0]}
     check("ragged", headless, f"no heads seed {SEED + 503}", counts, emulate=False)
-    assert counts["calls"] == 5
+    check("ragged", headless, f"no heads, emulated seed {SEED + 503}", counts)
+    assert counts["calls"] == 6
 
 
 # ---- FP8 -----------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ def head_sum(p, order: str, xp=np):
     """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens].
     ``xp`` is the array module (numpy here; torch for the twin: the same order on its tensors)."""
     H = p.shape[1]
-    zero = xp.zeros_like(p[:, 0])
+    zero = p[:, :0].sum(1)  # +0 [rows, tokens] in p's dtype and device, zero heads included
     if order == "aiter-fp4":
         if H % MFMA_M:
             raise ValueError(f"head order 'aiter-fp4' needs heads to be a multiple of {MFMA_M}, got {H}")
