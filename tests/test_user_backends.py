@@ -4,12 +4,15 @@ package's entry point), run as a kernel repository's CI would, and the docs' exa
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -132,62 +135,68 @@ def test_the_documented_examples_run_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _make_plugin_package(root: Path, entry_name: str) -> Path:
-    package = root / "plugin_src"
-    (package / "mxgate_user_plugin").mkdir(parents=True)
-    (package / "mxgate_user_plugin" / "__init__.py").write_text(textwrap.dedent("""
-        import ml_dtypes
-        import numpy as np
-        from mxgate.kernels import Backend, Op
+_PLUGIN_CODE = textwrap.dedent("""
+    import ml_dtypes
+    import numpy as np
+    from mxgate.kernels import Backend, Op
 
-        class Plugged(Backend):
-            description = "an installed package's backend"
+    class Plugged(Backend):
+        description = "an installed package's backend"
 
-            def ops(self):
-                cast = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
-                return {"e2m1.encode": Op("e2m1.encode", "ml_dtypes", cast)}
-        """))
-    (package / "pyproject.toml").write_text(textwrap.dedent(f"""
-        [build-system]
-        requires = ["setuptools>=68"]
-        build-backend = "setuptools.build_meta"
-
-        [project]
-        name = "mxgate-user-plugin"
-        version = "0.0.1"
-
-        [project.entry-points."mxgate.backends"]
-        {entry_name} = "mxgate_user_plugin:Plugged"
-
-        [tool.setuptools]
-        packages = ["mxgate_user_plugin"]
-        """))
-    return package
+        def ops(self):
+            cast = lambda x: np.asarray(x, np.float32).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+            return {"e2m1.encode": Op("e2m1.encode", "ml_dtypes", cast)}
+    """)
 
 
-def _venv_with(tmp_path: Path, entry_name: str) -> Path:
-    # --without-pip: the outer pip and setuptools (which builds wheels) serve the venv
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    package = _make_plugin_package(tmp_path, entry_name)
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                           "--no-build-isolation", str(package)], capture_output=True, text=True, timeout=600)
+def _plugin_wheel(root: Path, entry_name: str) -> Path:
+    """A pure-Python wheel of a package declaring a ``mxgate.backends`` entry point.
+
+    Written directly (a wheel is a zip of the files and a dist-info folder) rather than built:
+    building needs a build backend in the running interpreter, and a fresh virtual environment
+    may have none (or an old setuptools without bdist_wheel)."""
+    dist_info = "mxgate_user_plugin-0.0.1.dist-info"
+    files = {
+        "mxgate_user_plugin/__init__.py": _PLUGIN_CODE,
+        f"{dist_info}/METADATA": "Metadata-Version: 2.1\nName: mxgate-user-plugin\nVersion: 0.0.1\n",
+        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: mxgate-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/entry_points.txt": f"[mxgate.backends]\n{entry_name} = mxgate_user_plugin:Plugged\n",
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    files[f"{dist_info}/RECORD"] = "\n".join(record + [f"{dist_info}/RECORD,,"]) + "\n"
+    wheel = root / "mxgate_user_plugin-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def _installed_plugin(tmp_path: Path, entry_name: str) -> dict[str, str]:
+    """The environment of a run that sees the plugin as an installed package: pip installs its
+    wheel into a folder on PYTHONPATH, for the interpreter running the tests (whatever venv it
+    is), so mxgate and its dependencies are the ones under test, not a nested venv's base."""
+    target = tmp_path / "site"
+    wheel = _plugin_wheel(tmp_path, entry_name)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                           "--disable-pip-version-check", "--target", str(target), str(wheel)],
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    return python
+    return _env(target)
 
 
 @pytest.mark.slow
 def test_an_installed_packages_entry_point_is_picked_up(tmp_path: Path) -> None:
-    python = _venv_with(tmp_path, "plugged-ml-dtypes")
-    env = dict(os.environ)
-    listed = subprocess.run([str(python), "-m", "mxgate", "backends", "--json"], cwd=tmp_path, env=env,
+    env = _installed_plugin(tmp_path, "plugged-ml-dtypes")
+    listed = subprocess.run([sys.executable, "-m", "mxgate", "backends", "--json"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr[-2000:]
     entry = next(e for e in json.loads(listed.stdout) if e["name"] == "plugged-ml-dtypes")
     assert entry["origin"].startswith("entry point of mxgate-user-plugin") and entry["available"]
     assert entry["ops"] == {"e2m1.encode": "ml_dtypes"}
-    done = subprocess.run([str(python), "-m", "mxgate", "check", "--backend", "plugged-ml-dtypes", "--tier", "quick",
+    done = subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", "plugged-ml-dtypes", "--tier", "quick",
                            "--json", "m.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:]
     cells = json.loads((tmp_path / "m.json").read_text())["cells"]
@@ -196,8 +205,8 @@ def test_an_installed_packages_entry_point_is_picked_up(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_entry_point_clashing_with_a_built_in_is_a_usage_error(tmp_path: Path) -> None:
-    python = _venv_with(tmp_path, "oracle")
-    done = subprocess.run([str(python), "-m", "mxgate", "check", "--backend", "oracle", "--tier", "quick"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = _installed_plugin(tmp_path, "oracle")
+    done = subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", "oracle", "--tier", "quick"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == outcome.EXIT_USAGE
     assert "clashes with the built-in backend" in done.stderr and "Traceback" not in done.stderr
