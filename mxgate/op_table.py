@@ -273,6 +273,13 @@ class OpSpec:
     compare: Compare
     reference: str | None  # "module:function" of the oracle's reference, None: a backend-specific model
     profile_fields: tuple[str, ...]  # the Profile fields the reference reads
+    inplace: tuple[str, ...] = ()  # inputs that are output buffers (caches, out=): the op may write them
+
+    def input_name(self, key: int | str) -> str:
+        """The declared name of positional input ``key`` (an index) or keyword ``key``."""
+        if isinstance(key, int):
+            return self.positional[key] if key < len(self.positional) else f"argument {key}"
+        return key
 
     @property
     def inputs(self) -> tuple[Arg, ...]:
@@ -348,8 +355,24 @@ _DECLARED: dict[OpName, tuple[Compare, str | None, tuple[str, ...]]] = {
 for _mode in ("ROUND_DOWN", "ROUND_UP", "EVEN", "CEIL"):
     _DECLARED[OpName[f"AITER_F32_TO_MX_E8M0_SCALE_{_mode}"]] = (Compare.BITS, f"{_ORACLE}:e8m0_scale", SCALE_FIELDS)
 
+# Inputs an op owns as outputs: the gate writes only these back from a backend's worker; any other
+# input a backend writes into is a fail ("wrote into its input x").
+_INPLACE: dict[OpName, tuple[str, ...]] = {
+    OpName.SGLANG_PAGE68_STORE: ("cache",),
+    OpName.AITER_FP4_KV_STORE: ("kv_cache", "kv_scale"),
+    OpName.SGLANG_PAGE8_STORE: ("kv_cache", "kv_scale"),
+    OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: ("q_out", "weights_out", "kv_cache", "q_scale_out", "kv_cache_scale"),
+    OpName.PA_MQA_LOGITS_FP4_DECODE: ("out",),
+    OpName.PA_MQA_LOGITS_FP4_PREFILL: ("out",),
+    OpName.PA_MQA_LOGITS_FP8_DECODE: ("out",),
+    OpName.SGLANG_INDEX_K_ROPE_PACK: ("cache",),
+    OpName.VLLM_FP4_INDEXER_K_STORE: ("cache",),
+    OpName.AITER_INDEXER_K_QUANT_AND_CACHE: ("kv_cache",),
+}
+
 TABLE: dict[OpName, OpSpec] = {
-    op: OpSpec(op, OPS[op], POSITIONAL.get(op, ()), *_DECLARED.get(op, (Compare.BITS, None, MX_FIELDS)))
+    op: OpSpec(op, OPS[op], POSITIONAL.get(op, ()), *_DECLARED.get(op, (Compare.BITS, None, MX_FIELDS)),
+               inplace=_INPLACE.get(op, ()))
     for op in OpName
 }
 

@@ -21,11 +21,16 @@ EPILOG = """exit status:
   3    internal error
   5    nothing failed, but a --backend could run nothing here (package absent, no GPU);
        --allow-unsupported makes this 0
-  130  interrupted
+  130  interrupted (SIGINT); 143 terminated (SIGTERM): the reports are written and marked
+       interrupted, the backends' workers ended
 
-A backend's op that raises, crashes its worker process or runs past --timeout is a fail of that
-cell, named in the matrix; the other cells and the report files still complete.
-Report paths are relative to the directory the command was started in."""
+Each backend is loaded in a worker process of its own (under --startup-timeout) and its ops run
+there: a backend whose import, available() or ops() raises, exits or hangs is a fail of that
+backend; an op that raises, crashes its worker, runs past --timeout, writes into an input that
+is not its output buffer, refuses inputs its declared contract does not exclude, or gives
+different bytes when called again on the same inputs is a fail of that cell, named in the
+matrix; the other cells and the report files still complete. A report path another live run
+is writing is refused (2). Report paths are relative to the directory the command was started in."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--junitxml", default=None, help="JUnit XML report path")
     parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                         help="per-call limit of a backend op before it is killed and fails (default 300)")
+    parser.add_argument("--startup-timeout", type=float, default=None, metavar="SECONDS",
+                        help="limit on loading a backend in its worker, apart from --timeout (default 600)")
+    parser.add_argument("--repeat", type=int, default=None, metavar="N",
+                        help="call every op N more times on fresh copies of its inputs (race hunting on a device); "
+                             "default: a burst on each op's first call, every other call twice")
+    parser.add_argument("--verbose", action="store_true", help="show pytest's own output as well")
     parser.add_argument("--xfail-known", action="store_true",
                         help="documented findings of shipped implementations are expected failures (exit 0 "
                              "if nothing else fails); without it they fail like any mismatch")
@@ -72,11 +83,15 @@ def pytest_arguments(args: argparse.Namespace, backends: list[str], ini: str) ->
 
     package = str(Path(mxgate.conformance.__file__).parent)
     argv = ["--pyargs", "mxgate.conformance", "-c", ini, "--rootdir", package, "--noconftest",
-            "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--tier", args.tier, "--device", args.device]
+            "-p", "no:cacheprovider", "-p", "no:benchmark", "-q", "--tb=no", "-rN", "--tier", args.tier, "--device", args.device,
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    if not args.verbose:
+        argv.append("--mxgate-terminal-only")
     for name in backends:
         argv += ["--backend", name]
     options = (("--profile", args.profile), ("--mxgate-json", args.json_path), ("--mxgate-md", args.md_path),
-               ("--junitxml", args.junitxml), ("--mxgate-timeout", args.timeout), ("-n", args.workers))
+               ("--junitxml", args.junitxml), ("--mxgate-timeout", args.timeout),
+               ("--mxgate-startup-timeout", args.startup_timeout), ("--mxgate-repeat", args.repeat), ("-n", args.workers))
     for option, value in options:
         if value is not None:
             argv += [option, str(value)]
@@ -87,6 +102,11 @@ def pytest_arguments(args: argparse.Namespace, backends: list[str], ini: str) ->
     if not _plugin_installed():
         argv = ["-p", "mxgate.conformance.plugin"] + argv
     return argv + list(args.pytest_args)
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mxgate"
 
 
 def _plugin_installed() -> bool:
@@ -100,14 +120,38 @@ def _validate(args: argparse.Namespace) -> None:
     from mxgate.oracle import profiles
 
     for name in args.backend or ():
-        kernels.check_name(name)  # unknown names and broken specs: one line, status 2
+        kernels.check_name(name)  # unknown names and malformed specs: one line, status 2
     if args.profile is not None and args.profile not in profiles.names():
         raise CliError(f"--profile must be one of {', '.join(profiles.names())}; got {args.profile!r}")
-    if args.timeout is not None and not (0 < args.timeout < float("inf")):
-        raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout!r}")
+    for option, value in (("--timeout", args.timeout), ("--startup-timeout", args.startup_timeout)):
+        if value is not None and not (0 < value < float("inf")):
+            raise CliError(f"{option} must be a positive number of seconds, got {value!r}")
+    if args.repeat is not None and not 0 <= args.repeat <= 10_000:
+        raise CliError(f"--repeat must be a whole number from 0 to 10000, got {args.repeat!r}")
     args.json_path = _output_path("--json", args.json_path)
     args.md_path = _output_path("--markdown", args.md_path)
     args.junitxml = _output_path("--junitxml", args.junitxml)
+    _load(args)
+
+
+def _load(args: argparse.Namespace) -> None:
+    """Load every backend of the run in its worker now: a name that is no backend (a module that
+    does not exist, an object that is no Backend) is a usage error before anything runs. The
+    pytest run takes these loads over (a fault while loading is a fail row there)."""
+    from mxgate import kernels
+    from mxgate.kernels import isolation
+    from mxgate.conformance.plugin import resolve_timeouts
+
+    try:
+        call, startup = resolve_timeouts(args.timeout, args.startup_timeout)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    names = list(dict.fromkeys(args.backend)) if args.backend else kernels.names()
+    loaded = isolation.start_all(names, args.device, timeout=call, startup_timeout=startup, keep=True)
+    for name in args.backend or ():
+        if isinstance(loaded[name], kernels.NotABackend):
+            isolation.forget_kept()
+            raise CliError(str(loaded[name]))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mxgate-check-") as scratch:
         ini = Path(scratch) / "pytest.ini"
         ini.write_text("[pytest]\n", encoding="utf-8")
+        # Hypothesis keeps its example database outside the caller's directory
+        os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(_cache_dir() / "hypothesis"))
         code = pytest.main(pytest_arguments(args, list(args.backend or ()), str(ini)))
     sys.stdout.flush()
     code = int(code)

@@ -44,11 +44,14 @@ def _cell_verdict(counts: Counter) -> str:
 
 
 def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hypothesis_profile: str,
-          device: str = "cpu", exit_status: int | None = None) -> dict[str, Any]:
+          device: str = "cpu", exit_status: int | None = None, interrupted: str | None = None) -> dict[str, Any]:
     """The matrix of one run: cells per (backend, op), the backends not available here, the rows."""
     cells: dict[tuple[str, str], dict[str, Any]] = {}
     backend_profiles: dict[str, set[str]] = {}
+    information = [r for r in rows if r.get("information")]
     for r in rows:
+        if r.get("information"):  # a relation to another profile, not a verdict: listed apart
+            continue
         cell = cells.setdefault((r["backend"], r["op"]), {
             "backend": r["backend"], "op": r["op"], "counts": Counter(), "reasons": Counter(),
             "profiles": set(), "failures": [], "unsupported": Counter(), "known": set(),
@@ -81,11 +84,16 @@ def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hyp
             "profiles": sorted(c["profiles"]),
         })
     summary = Counter(c["verdict"] for c in out_cells)
+    expected = sum(1 for c in out_cells if c["verdict"] == FAIL and c["expected_failure"])
     return {
         "schema": SCHEMA, "version": VERSION, "tier": tier, "device": device, "hypothesis_profile": hypothesis_profile,
         "exit_status": exit_status, "exit_meaning": outcome.MEANING.get(exit_status) if exit_status is not None else None,
+        "interrupted": interrupted,
         "summary": {v: summary.get(v, 0) for v in (EXACT, ACCEPTABLE, FAIL, UNSUPPORTED)},
+        "expected_failures": expected,  # fail cells that are all known findings this run expects
         "cells": out_cells,
+        "information": [{"backend": r["backend"], "op": r["op"], "config": r["config"],
+                         "relation": r["reason"] or "identical bytes"} for r in information],
         "backend_profiles": {b: {p: _differences(p) for p in sorted(ps)} for b, ps in sorted(backend_profiles.items())},
         "not_supported_here": dict(sorted(missing.items())),
         "results": [dict(r) for r in rows],
@@ -93,11 +101,16 @@ def build(rows: list[dict[str, Any]], missing: dict[str, str], *, tier: str, hyp
 
 
 def cell_label(cell: dict[str, Any]) -> str:
-    """'exact', 'fail (known: ...)', ... as the matrix shows a cell."""
+    """'exact', 'fail (known finding)', 'exact (3 of 4 configs judged)' ... as the matrix shows a
+    cell: a cell some of whose configs were not run never reads as a bare verdict."""
     label = LABELS[cell["verdict"]]
     if cell["verdict"] == FAIL and cell["known_findings"]:
         expected = ", expected failure" if cell["expected_failure"] else ""
         label += f" (known finding{expected})"
+    counts = cell["counts"]
+    judged = counts[EXACT] + counts[ACCEPTABLE] + counts[FAIL]
+    if judged and counts[UNSUPPORTED]:
+        label += f" ({judged} of {judged + counts[UNSUPPORTED]} configs judged)"
     return label
 
 
@@ -122,8 +135,12 @@ def _failure_line(f: dict[str, Any]) -> str:
 def summary_line(m: dict[str, Any]) -> str:
     s = m["summary"]
     total = sum(s.values())
-    text = (f"mxgate: {total} cells: exact {s[EXACT]}, acceptable {s[ACCEPTABLE]}, fail {s[FAIL]}, "
+    expected = m.get("expected_failures", 0)
+    fails = f"fail {s[FAIL] - expected}" + (f", expected failure (known finding) {expected}" if expected else "")
+    text = (f"mxgate: {total} cells: exact {s[EXACT]}, acceptable {s[ACCEPTABLE]}, {fails}, "
             f"not supported here {s[UNSUPPORTED]}; {len(m['not_supported_here'])} backend(s) not supported here")
+    if m.get("interrupted"):
+        text += f"; INTERRUPTED by {m['interrupted']}: partial"
     if m["exit_status"] is not None:
         text += f"; exit status {m['exit_status']} ({m['exit_meaning']})"
     return text
@@ -131,34 +148,47 @@ def summary_line(m: dict[str, Any]) -> str:
 
 def text_lines(m: dict[str, Any]) -> list[str]:
     lines = [f"tier {m['tier']}, device {m['device']}, hypothesis profile {m['hypothesis_profile']}"]
+    if m.get("interrupted"):
+        lines.append(f"INTERRUPTED by {m['interrupted']}: the run was cut short, this matrix is partial")
     by_backend: dict[str, list[dict[str, Any]]] = {}
     for c in m["cells"]:
         by_backend.setdefault(c["backend"], []).append(c)
+    if by_backend:
+        lines += ["", f"  {'op':<34} {'verdict':<30} {'configs by verdict':<28} profile"]
     for backend, cells in by_backend.items():
         lines.append("")
         lines.append(backend)
-        for name, diffs in m["backend_profiles"].get(backend, {}).items():
-            lines.append(f"  profile {profile_note(name, diffs)}")
         for c in cells:
-            profiles = f"  [{', '.join(c['profiles'])}]" if c["profiles"] else ""
-            lines.append(f"  {c['op']:<34} {cell_label(c):<30} {_counts(c)}{profiles}")
+            profiles = ", ".join(c["profiles"])
+            lines.append(f"  {c['op']:<34} {cell_label(c):<30} {_counts(c):<28} {profiles}".rstrip())
             for reason, n in c["acceptable_reasons"].items():
                 lines.append(f"      acceptable x{n}: {reason}")
             for reason, n in c["unsupported_reasons"].items():
                 lines.append(f"      not supported here x{n}: {reason}")
+        notes = m["backend_profiles"].get(backend, {})
+        if notes:
+            lines.append("  profiles judged under (information, not verdicts):")
+            lines += [f"    {profile_note(name, diffs)}" for name, diffs in notes.items()]
+        related = [i for i in m.get("information", []) if i["backend"] == backend]
+        if related:
+            lines.append("  relations to other profiles (information, not verdicts):")
+            lines += [f"    {i['op']} {i['config']}: {i['relation']}" for i in related]
     if m["not_supported_here"]:
         lines += ["", "not supported here (nothing of these backends ran):"]
         for backend, reason in m["not_supported_here"].items():
             lines.append(f"  {backend}: {reason}")
     failing = [c for c in m["cells"] if c["verdict"] == FAIL]
-    if failing:
-        total = sum(c["failures_total"] for c in failing)
-        lines += ["", f"FAILURES: {total} failing config(s) in {len(failing)} cell(s)"]
-        for c in failing:
+    for title, group in (("FAILURES", [c for c in failing if not c["expected_failure"]]),
+                         ("EXPECTED FAILURES (known findings this run was asked to expect)",
+                          [c for c in failing if c["expected_failure"]])):
+        if not group:
+            continue
+        total = sum(c["failures_total"] for c in group)
+        lines += ["", f"{title}: {total} failing config(s) in {len(group)} cell(s)"]
+        for c in group:
             lines.append(f"  FAIL {c['backend']} {c['op']}" + (f" [{', '.join(c['profiles'])}]" if c["profiles"] else ""))
             for finding in c["known_findings"]:
-                expected = " (expected failure: --mxgate-xfail-known)" if c["expected_failure"] else ""
-                lines.append(f"    known finding{expected}: {finding}")
+                lines.append(f"    known finding: {finding}")
             for f in c["failures"]:
                 lines.append(f"    {_failure_line(f)}")
             if c["failures_total"] > len(c["failures"]):
@@ -177,11 +207,17 @@ def _md(text: str) -> str:
 
 def to_markdown(m: dict[str, Any]) -> str:
     out = ["# mxgate conformance matrix", "",
-           f"Tier `{m['tier']}`, device `{m['device']}`, Hypothesis profile `{m['hypothesis_profile']}`.", "",
+           f"Tier `{m['tier']}`, device `{m['device']}`, Hypothesis profile `{m['hypothesis_profile']}`.", ""]
+    if m.get("interrupted"):
+        out += [f"**Interrupted by {m['interrupted']}: the run was cut short, this matrix is partial.**", ""]
+    out += [
            "| backend | op | verdict | counts | profile |", "|---|---|---|---|---|"]
     for c in m["cells"]:
         out.append(f"| {_md(c['backend'])} | {_md(c['op'])} | {_md(cell_label(c))} | {_md(_counts(c))} | "
                    f"{_md(', '.join(c['profiles']))} |")
+    if m.get("information"):
+        out += ["", "## Relations to other profiles (information, not verdicts)", ""]
+        out += [f"- {_md(i['backend'])} `{_md(i['op'])}` {_md(i['config'])}: {_md(i['relation'])}" for i in m["information"]]
     if m["backend_profiles"]:
         out += ["", "## Profiles (differences from gfx950)", ""]
         for backend, notes in m["backend_profiles"].items():

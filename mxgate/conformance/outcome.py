@@ -11,7 +11,8 @@
 5      nothing failed, but a backend named with ``--backend`` could run nothing here (package
        absent, no GPU, ...) or no verdict was recorded at all; ``--mxgate-allow-unsupported``
        (``mxgate check --allow-unsupported``) turns this into 0
-130    interrupted
+130    interrupted (SIGINT); the reports written so far are marked interrupted
+143    terminated (SIGTERM); likewise
 =====  =========================================================================================
 """
 
@@ -27,6 +28,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_NOTHING_RAN = 5
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 MEANING = {
     EXIT_PASS: "every verdict exact or acceptable",
@@ -35,6 +37,7 @@ MEANING = {
     EXIT_INTERNAL: "internal error",
     EXIT_NOTHING_RAN: "a named backend ran nothing here",
     EXIT_INTERRUPTED: "interrupted",
+    EXIT_TERMINATED: "terminated (SIGTERM)",
 }
 
 # pytest's own ExitCode values -> this contract
@@ -50,8 +53,13 @@ def backends_that_ran(rows: Iterable[dict[str, Any]]) -> set[str]:
     return {r["backend"] for r in rows if r["verdict"] in (EXACT, ACCEPTABLE, FAIL)}
 
 
-def exit_status(pytest_status: int, rows: list[dict[str, Any]], named: list[str], *, allow_unsupported: bool) -> int:
+def exit_status(pytest_status: int, rows: list[dict[str, Any]], named: list[str], *, allow_unsupported: bool,
+                interrupted_by: str | None = None) -> int:
     """The contract's status for one run (see the module docstring)."""
+    if interrupted_by == "SIGTERM":
+        return EXIT_TERMINATED
+    if interrupted_by == "SIGINT":
+        return EXIT_INTERRUPTED
     status = _FROM_PYTEST.get(int(pytest_status), EXIT_INTERNAL)
     if status in (EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED):
         return status

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from mxgate import op_table
-from mxgate.conformance import hypothesis_settings, known_findings, outcome
+from mxgate.conformance import hypothesis_settings, interruption, known_findings, outcome, reports
 from mxgate.conformance import matrix as _matrix
 from mxgate.conformance.judge import FAIL, UNSUPPORTED, Verdict
 
@@ -41,6 +41,10 @@ _RESULTS = pytest.StashKey[dict]()
 _BACKENDS = pytest.StashKey[dict]()
 _ISOLATED = pytest.StashKey[dict]()
 _STATUS = pytest.StashKey[int]()
+_LOCKS = pytest.StashKey[list]()
+_PENDING = pytest.StashKey[list]()  # (temporary, final) report paths moved into place at the end
+WORKERINPUT_KEY = "mxgate_backends"
+LOAD_OP = "(loading)"  # the matrix row of a backend that did not load
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,9 +64,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--mxgate-timeout", type=float, default=None, metavar="SECONDS",
                     help="per-call limit of a backend op; past it the op is killed and its cell fails "
                          "(default 300, or the environment variable MXGATE_TIMEOUT)")
+    group.addoption("--mxgate-startup-timeout", type=float, default=None, metavar="SECONDS",
+                    help="limit on loading a backend in its worker (import, available(), ops()), apart from the "
+                         "per-call limit (default 600, or the environment variable MXGATE_STARTUP_TIMEOUT)")
+    group.addoption("--mxgate-repeat", type=int, default=None, metavar="N",
+                    help="make every op call N more times on fresh copies of its inputs (race hunting); a byte "
+                         "that differs between calls is fail (nondeterministic). Default: a burst on each op's "
+                         "first call, every other call twice (once in the quick tier)")
     group.addoption("--mxgate-xfail-known", action="store_true", default=False,
                     help="treat documented findings of shipped implementations (known_findings.py) as "
                          "expected failures; without it they fail like any other mismatch")
+    group.addoption("--mxgate-terminal-only", action="store_true", default=False,
+                    help="print mxgate's own lines only (progress, the matrix); pytest's output is kept back "
+                         "and shown only when pytest itself fails (mxgate check sets this unless --verbose)")
     group.addoption("--mxgate-allow-unsupported", action="store_true", default=False,
                     help="exit 0 instead of 5 when a backend named with --backend could run nothing here")
 
@@ -83,12 +97,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = {}
     config.stash[_BACKENDS] = {}
     config.stash[_ISOLATED] = {}
+    config.stash[_LOCKS] = []
+    config.stash[_PENDING] = []
     if _gate_in_play(config):
         _validate(config)
         if config.getoption("--device") == "cpu":
             # triton fixes interpreter vs compiled at its first import: on the CPU every Triton
             # backend needs the interpreter, so choose it before anything imports triton.
             os.environ.setdefault("TRITON_INTERPRET", "1")
+        if not _is_worker(config):
+            interruption.install(config)
+            config.pluginmanager.register(_JunitInPlace(config), "mxgate-junit-in-place")
+            if config.getoption("--mxgate-terminal-only"):
+                config.pluginmanager.register(_OwnTerminal(config), "mxgate-own-terminal")
+            _load_backends(config)
+            if getattr(config.option, "dist", "no") != "no" and config.pluginmanager.hasplugin("xdist"):
+                config.pluginmanager.register(_XdistHandOver(config), "mxgate-xdist-hand-over")
     name = hypothesis_settings.choose(
         _option(config, "hypothesis_profile"), config.getoption("--mxgate-hypothesis-profile"),
         config.getoption("--tier"),
@@ -111,11 +135,15 @@ def _validate(config: pytest.Config) -> None:
             kernels.check_name(name)
         except (ValueError, TypeError) as error:
             _usage_error(str(error))
+    repeat = config.getoption("--mxgate-repeat")
+    if repeat is not None and not 0 <= repeat <= 10_000:
+        _usage_error(f"--mxgate-repeat must be a whole number from 0 to 10000, got {repeat!r}")
     profile = config.getoption("--profile")
     if profile is not None and profile not in profiles.names():
         _usage_error(f"--profile must be one of {', '.join(profiles.names())}; got {profile!r}")
     try:
         timeout(config)
+        startup_timeout(config)
     except ValueError as error:
         _usage_error(str(error))
     if _is_worker(config):
@@ -127,6 +155,10 @@ def _validate(config: pytest.Config) -> None:
             problem = unwritable(path)
             if problem:
                 _usage_error(f"{option} {path}: {problem}")
+            try:
+                config.stash[_LOCKS].append(reports.hold(path))
+            except reports.Held as held:
+                _usage_error(f"{option} {path}: {held}")
 
 
 def unwritable(path: str) -> str | None:
@@ -145,17 +177,30 @@ def unwritable(path: str) -> str | None:
 
 
 def timeout(config: pytest.Config) -> float:
-    from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S
+    return resolve_timeouts(config.getoption("--mxgate-timeout"), None)[0]
 
-    value = config.getoption("--mxgate-timeout")
+
+def startup_timeout(config: pytest.Config) -> float:
+    return resolve_timeouts(None, config.getoption("--mxgate-startup-timeout"))[1]
+
+
+def resolve_timeouts(call: float | None, startup: float | None) -> tuple[float, float]:
+    """(per-call limit, start-up budget) from the options given, else the environment, else the defaults."""
+    from mxgate.kernels.isolation import DEFAULT_STARTUP_S, DEFAULT_TIMEOUT_S
+
+    return (_seconds(call, "MXGATE_TIMEOUT", DEFAULT_TIMEOUT_S, "--mxgate-timeout"),
+            _seconds(startup, "MXGATE_STARTUP_TIMEOUT", DEFAULT_STARTUP_S, "--mxgate-startup-timeout"))
+
+
+def _seconds(value: float | None, variable: str, default: float, option: str) -> float:
     if value is None:
-        raw = os.environ.get("MXGATE_TIMEOUT")
+        raw = os.environ.get(variable)
         try:
-            value = float(raw) if raw else DEFAULT_TIMEOUT_S
+            value = float(raw) if raw else default
         except ValueError:
-            raise ValueError(f"MXGATE_TIMEOUT must be a number of seconds, got {raw!r}") from None
+            raise ValueError(f"{variable} must be a number of seconds, got {raw!r}") from None
     if not value > 0 or value != value or value == float("inf"):
-        raise ValueError(f"--mxgate-timeout must be a positive number of seconds, got {value!r}")
+        raise ValueError(f"{option} must be a positive number of seconds, got {value!r}")
     return float(value)
 
 
@@ -175,20 +220,72 @@ def _candidates(config: pytest.Config) -> list[str]:
     return kernels.names()
 
 
-def backend_status(config: pytest.Config) -> dict[str, tuple[bool, str]]:
-    """name -> (available here, reason) for every backend this run considers (computed once)."""
-    cache = config.stash[_BACKENDS]
-    if not cache:
-        from mxgate import kernels
+def _load_backends(config: pytest.Config) -> None:
+    """Load every backend this run considers, each in its own worker (side by side, under the
+    start-up budget): a name that is no backend is a usage error now; a backend that did not load
+    cleanly becomes a fail row of its own (``test_loading.py``)."""
+    from mxgate import kernels
+    from mxgate.kernels import isolation
 
-        device = config.getoption("--device")
-        for name in _candidates(config):
-            try:
-                status = kernels.get(name, device=device).available()
-                cache[name] = (bool(status), status.reason)
-            except Exception as error:  # an adapter that cannot even say: not supported here, with why
-                cache[name] = (False, f"available() raised {type(error).__name__}: {error}")
+    loaded = isolation.start_all(_candidates(config), config.getoption("--device"), timeout=timeout(config),
+                                 startup_timeout=startup_timeout(config), policy=_policy(config), keep=True)
+    isolation.forget_kept()  # this run owns them now (closed in pytest_unconfigure)
+    for name, result in loaded.items():
+        if isinstance(result, kernels.NotABackend):
+            for other in loaded.values():
+                if isinstance(other, isolation.IsolatedBackend):
+                    other.close()
+            if name in (config.getoption("--backend") or ()):
+                _usage_error(str(result))
+            result = isolation.BackendLoadFailed(name, LOAD_OP, f"failed to load: {result}")  # an entry point gone bad
+        config.stash[_BACKENDS][name] = _status_of(result)
+        if isinstance(result, isolation.IsolatedBackend):
+            config.stash[_ISOLATED][name] = result
+
+
+def _status_of(result: Any) -> dict[str, Any]:
+    """What every process of the run needs to know of one backend: its description, or why it
+    did not load (pickled for pytest-xdist's workers)."""
+    from mxgate.kernels.isolation import IsolatedBackend
+
+    if isinstance(result, IsolatedBackend):
+        return {"described": result.described, "fault": None}
+    return {"described": None, "fault": result.cause}
+
+
+def _policy(config: pytest.Config):
+    from mxgate.kernels.isolation import repeat_policy
+
+    return repeat_policy(config.getoption("--tier"), config.getoption("--mxgate-repeat"))
+
+
+def _statuses(config: pytest.Config) -> dict[str, dict[str, Any]]:
+    cache = config.stash[_BACKENDS]
+    if not cache and _is_worker(config) and WORKERINPUT_KEY in config.workerinput:
+        import pickle
+
+        cache.update(pickle.loads(config.workerinput[WORKERINPUT_KEY]))
+        for status in cache.values():
+            if status["described"] is not None:
+                status["described"].register_profiles()
+    elif not cache:
+        _load_backends(config)
     return cache
+
+
+def backend_status(config: pytest.Config) -> dict[str, tuple[bool, str]]:
+    """name -> (available here, reason) for every backend that loaded (computed once)."""
+    out = {}
+    for name, status in _statuses(config).items():
+        if status["described"] is not None:
+            available = status["described"].available
+            out[name] = (bool(available), available.reason)
+    return out
+
+
+def failed_loads(config: pytest.Config) -> dict[str, str]:
+    """name -> why it did not load, for every backend whose load was not clean."""
+    return {name: s["fault"] for name, s in _statuses(config).items() if s["fault"] is not None}
 
 
 def selected_backends(config: pytest.Config) -> list[str]:
@@ -204,16 +301,108 @@ def isolated_backend(config: pytest.Config, name: str):
     """The backend ``name`` with its ops in a worker process (one per backend and pytest process)."""
     cache = config.stash[_ISOLATED]
     if name not in cache:
-        from mxgate import kernels
-        from mxgate.kernels.isolation import isolate
+        from mxgate.kernels.isolation import IsolatedBackend, _Worker
 
-        cache[name] = isolate(kernels.get(name, device=config.getoption("--device")), timeout(config))
+        status = _statuses(config)[name]
+        worker = _Worker(name, config.getoption("--device"), timeout(config), startup_timeout(config))
+        cache[name] = IsolatedBackend(status["described"], worker, _policy(config))  # starts at its first call
     return cache[name]
+
+
+class _OwnTerminal:
+    """mxgate's lines only: pytest's terminal output goes to a buffer, shown only when pytest
+    itself ends in an internal or usage error; mxgate prints progress and the matrix."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        import io
+
+        self.config, self.buffer, self.total, self.done, self.shown = config, io.StringIO(), 0, 0, 0
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from _pytest.config import create_terminal_writer
+
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter._tw = create_terminal_writer(self.config, self.buffer)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.total = len(session.items)
+        say(self.config, f"mxgate: {self.total} tests")
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.total:
+            self.total = len(ids)
+            say(self.config, f"mxgate: {self.total} tests over the workers")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown" or not self.total:
+            return
+        self.done += 1
+        tenth = self.done * 10 // self.total
+        if tenth > self.shown:
+            self.shown = tenth
+            say(self.config, f"mxgate: {self.done}/{self.total} tests done")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        status = config.stash.get(_STATUS, None)
+        if status in (None, outcome.EXIT_INTERNAL, outcome.EXIT_USAGE):
+            import sys
+
+            sys.stderr.write(self.buffer.getvalue())
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """One line of mxgate's own output: to the terminal, or straight to standard output when
+    pytest's terminal output is kept back."""
+    if config.getoption("--mxgate-terminal-only"):
+        import sys
+
+        print(line, flush=True)
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+class _JunitInPlace:
+    """pytest's JUnit XML goes to a temporary file beside its path and is moved into place when
+    the run ends, so that the path never holds half a report."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            final = xml.logfile
+            xml.logfile = reports.partial_path(final)
+            self.config.stash[_PENDING].append((xml.logfile, final))
+
+
+class _XdistHandOver:
+    """Hands every pytest-xdist worker the backends as the controller loaded them, so that each
+    worker parametrizes the same tests and loads a backend only when it runs one of its ops."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        for backend in config.stash[_ISOLATED].values():  # the controller runs no op
+            backend.close()
+        config.stash[_ISOLATED].clear()
+
+    def pytest_configure_node(self, node: Any) -> None:
+        import pickle
+
+        node.workerinput[WORKERINPUT_KEY] = pickle.dumps(dict(self.config.stash[_BACKENDS]))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for backend in config.stash.get(_ISOLATED, {}).values():
         backend.close()
+    reports.finish(config.stash.get(_PENDING, []), config.stash.get(_LOCKS, []))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -221,15 +410,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_name" in metafunc.fixturenames and not metafunc.definition.get_closest_marker("mxgate_backend_pairs"):
         names = selected_backends(metafunc.config)
         metafunc.parametrize("backend_name", names, ids=names, scope="session")
+    if "unloaded_backend" in metafunc.fixturenames:
+        names = sorted(failed_loads(metafunc.config)) or [_NONE]
+        metafunc.parametrize("unloaded_backend", names, ids=names)
+
+
+_NONE = "-"  # the parameter of a test that has no backend to judge: deselected
 
 
 def _implements(config: pytest.Config, name: str, op: str) -> bool:
-    from mxgate import kernels
-
-    try:
-        return kernels.get(name, device=config.getoption("--device")).implements(op)
-    except Exception:  # noqa: BLE001 - let the test run and report the adapter's fault as its verdict
-        return True
+    status = _statuses(config).get(name)
+    return status is None or status["described"] is None or str(op) in status["described"].ops
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -239,6 +430,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # (the marker may sit on a parametrize value, so this is decided per collected item).
     dropped = [item for item in items if _backend_of(item) is not None and _op_of(item) != "*"
                and not _implements(config, _backend_of(item), _op_of(item))]
+    dropped += [item for item in items if getattr(item, "callspec", None) is not None
+                and item.callspec.params.get("unloaded_backend") == _NONE]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         keep = set(map(id, dropped))
@@ -288,9 +481,11 @@ def profile_override(request: pytest.FixtureRequest) -> str | None:
 
 
 def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: Verdict,
-            seed: int | None, profile: str | None, known: str | None = None, expected: bool = False) -> None:
+            seed: int | None, profile: str | None, known: str | None = None, expected: bool = False,
+            information: bool = False) -> None:
     """Put one result where every reporter (xdist controller, JUnit XML) can read it."""
     row = {
+        "information": information,
         "backend": backend, "op": op, "config": config_id, "verdict": verdict.verdict, "reason": verdict.reason,
         "mismatches": verdict.mismatches, "total": verdict.total,
         "first_mismatch": list(verdict.first_mismatch) if verdict.first_mismatch is not None else None,
@@ -330,15 +525,32 @@ def backend(backend_name: str, request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def record_load_failure(request: pytest.FixtureRequest, unloaded_backend: str):
+    """Fail the test with the backend's load fault, as a row of the matrix."""
+    def _record() -> None:
+        cause = failed_loads(request.config)[unloaded_backend]
+        known = known_findings.finding(unloaded_backend, LOAD_OP, request.config.getoption("--device"))
+        _attach(request.node, unloaded_backend, LOAD_OP, "import, available() and ops()", Verdict(FAIL, cause),
+                None, None, known=known)
+        pytest.fail(f"{unloaded_backend}: {cause}", pytrace=False)
+
+    return _record
+
+
+@pytest.fixture
 def record(request: pytest.FixtureRequest, backend_name: str):
     """record(op, config_id, verdict, seed=None, profile=None): store, attach to JUnit, fail on 'fail'."""
     xfail_known = request.config.getoption("--mxgate-xfail-known")
     device = request.config.getoption("--device")
 
-    def _record(op: str, config_id: str, verdict: Verdict, seed: int | None = None, profile: str | None = None) -> Verdict:
+    def _record(op: str, config_id: str, verdict: Verdict, seed: int | None = None, profile: str | None = None,
+                information: bool = False) -> Verdict:
+        """``information=True``: a relation to another profile, shown apart, never a verdict."""
+        if information and verdict.verdict == FAIL:
+            raise ValueError("an information row cannot be a fail")
         known = known_findings.finding(backend_name, op, device) if verdict.verdict == FAIL else None
         _attach(request.node, backend_name, op, config_id, verdict, seed, profile, known=known,
-                expected=bool(known and xfail_known))
+                expected=bool(known and xfail_known), information=information)
         if verdict.verdict == FAIL:
             seed_note = f" (seed {seed})" if seed is not None else ""
             where = f" first mismatch at {tuple(verdict.first_mismatch)}" if verdict.first_mismatch is not None else ""
@@ -439,33 +651,54 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if _is_worker(config) or not _gate_in_play(config):
         return
+    stopped = interruption.which(config, exitstatus)
+    if stopped is not None:
+        _junit_interrupted(config, stopped)
     status = outcome.exit_status(exitstatus, results(config), list(config.getoption("--backend") or ()),
-                                 allow_unsupported=config.getoption("--mxgate-allow-unsupported"))
+                                 allow_unsupported=config.getoption("--mxgate-allow-unsupported"),
+                                 interrupted_by=stopped)
     config.stash[_STATUS] = status
     session.exitstatus = status
 
 
+def _junit_interrupted(config: pytest.Config, stopped: str) -> None:
+    """An error entry in the JUnit XML: a run cut short must not read as 'failures=0'."""
+    from _pytest.junitxml import xml_key
+    from _pytest.reports import TestReport
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    report = TestReport(nodeid="mxgate::interrupted", location=("mxgate", 0, "interrupted"), keywords={},
+                        outcome="failed", longrepr=f"the run was interrupted by {stopped}: the matrix is partial",
+                        when="setup")
+    xml.pytest_runtest_logreport(report)
+
+
 def _report(config: pytest.Config) -> dict[str, Any]:
     status = config.stash.get(_STATUS, None)
+    stopped = interruption.which(config, status or 0) if status in (outcome.EXIT_INTERRUPTED, outcome.EXIT_TERMINATED) \
+        else None
     return _matrix.build(results(config), unavailable_backends(config), tier=config.getoption("--tier"),
                          device=config.getoption("--device"), hypothesis_profile=hypothesis_settings.current(),
-                         exit_status=status)
+                         exit_status=status, interrupted=stopped)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if _is_worker(config) or not _gate_in_play(config):
         return
     report = _report(config)
-    terminalreporter.section("mxgate conformance matrix")
+    if not config.getoption("--mxgate-terminal-only"):
+        terminalreporter.section("mxgate conformance matrix")
     for line in _matrix.text_lines(report):
-        terminalreporter.write_line(line)
+        say(config, line)
     for option, render in (("--mxgate-json", _matrix.to_json), ("--mxgate-md", _matrix.to_markdown)):
         path = config.getoption(option)
         if path:
-            Path(path).write_text(render(report), encoding="utf-8")
-            terminalreporter.write_line(f"mxgate: conformance matrix written to {path}")
+            reports.write_atomically(path, render(report))
+            say(config, f"mxgate: conformance matrix written to {path}")

@@ -22,6 +22,11 @@ from mxgate.kernels.base import DEVICES, Availability, Backend, Op, OutsideContr
 
 ENTRY_POINT_GROUP = "mxgate.backends"
 
+
+class NotABackend(ValueError):
+    """The name does not name a backend: unknown, malformed, a module that does not exist, an
+    attribute it lacks, or an object that is no Backend. A usage error, not a fault of a kernel."""
+
 # name -> (module, class, constructor keyword arguments)
 _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "oracle": ("mxgate.kernels.oracle_backend", "OracleBackend", {}),
@@ -86,31 +91,43 @@ def origin(name: str) -> Origin:
         return Origin(f"entry point of {dist}", target)
     if is_spec(name):
         return Origin("command line", name)
-    raise ValueError(f"backend must be one of {', '.join(names())} or a module.path:attr spec; got {name!r}")
+    raise NotABackend(f"backend must be one of {', '.join(names())} or a module.path:attr spec; got {name!r}")
 
 
 def check_name(name: str) -> None:
-    """Raise ValueError/TypeError (one line) unless ``name`` names a backend that can be constructed."""
+    """Raise NotABackend (one line) unless ``name`` is a registered name, an entry point or a
+    well-formed module.path:attr spec. Nothing is imported: a spec's module is loaded only in
+    the backend's worker process (mxgate.kernels.isolation.load), where its faults are verdicts."""
     _entry_points()  # an installed entry point that clashes with a built-in name is an error for every run
     origin(name)
-    if name not in _REGISTRY:
-        resolve_target(name if is_spec(name) else _entry_points()[name][0], name)
+    if is_spec(name):
+        _split_target(name, name)
+
+
+def _split_target(target: str, label: str) -> tuple[str, str]:
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise NotABackend(f"backend {label!r}: expected module.path:attr, got {target!r}")
+    return module_name, attr
 
 
 def resolve_target(target: str, label: str) -> object:
-    """The object ``module.path:attr`` names (attr may be dotted)."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"backend {label!r}: expected module.path:attr, got {target!r}")
+    """The object ``module.path:attr`` names (attr may be dotted). A module that does not exist
+    or lacks the attribute is NotABackend; a module whose own code fails while importing raises
+    that error unchanged (a fault of the backend, judged as such by the gate)."""
+    module_name, attr = _split_target(target, label)
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the module's own code failing
-        raise ValueError(f"backend {label!r}: cannot import module {module_name!r}: "
-                         f"{type(error).__name__}: {error}") from None
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if missing == module_name or module_name.startswith(missing + "."):
+            raise NotABackend(f"backend {label!r}: cannot import module {module_name!r}: no module named "
+                              f"{missing!r}") from None
+        raise
     obj: object = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"backend {label!r}: module {module_name!r} has no attribute {attr!r}")
+            raise NotABackend(f"backend {label!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
 
@@ -128,15 +145,16 @@ def _construct(obj: object, label: str, device: str) -> Backend:
         made = obj(device=device) if wants_device else obj()
         if isinstance(made, Backend):
             return made
-        raise TypeError(f"backend {label!r}: the callable returned {type(made).__name__}, not a mxgate.kernels.Backend")
-    raise TypeError(f"backend {label!r}: {type(obj).__name__} is not a mxgate.kernels.Backend subclass, "
-                    "instance, or a callable returning one")
+        raise NotABackend(f"backend {label!r}: the callable returned {type(made).__name__}, not a "
+                          "mxgate.kernels.Backend")
+    raise NotABackend(f"backend {label!r}: {type(obj).__name__} is not a mxgate.kernels.Backend subclass, "
+                      "instance, or a callable returning one")
 
 
 def get(name: str, device: str = "cpu") -> Backend:
     """The backend called ``name`` (a registered name or a module.path:attr spec), set up for ``device``."""
     if device not in DEVICES:
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        raise NotABackend(f"device must be 'cpu' or 'cuda', got {device!r}")
     if name in _REGISTRY:
         module_name, class_name, kwargs = _REGISTRY[name]
         try:
@@ -171,4 +189,4 @@ class _Missing(Backend):
         return {}
 
 
-__all__ = ["Availability", "Backend", "Op", "OutsideContract", "available", "get", "names", "origin"]
+__all__ = ["Availability", "Backend", "NotABackend", "Op", "OutsideContract", "available", "get", "names", "origin"]

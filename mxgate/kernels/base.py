@@ -40,9 +40,15 @@ def requires(*modules: str) -> Availability:
 
 
 class OutsideContract(ValueError):
-    """Raised by an adapter for inputs its kernel defines no behaviour for (for example slots
-    outside the buffer where the kernel has no bounds check). The gate reports that one config as
-    'not supported here' with the message; any other exception from an op is a 'fail'."""
+    """Raised by an op for inputs its kernel defines no behaviour for (for example slots outside
+    the buffer where the kernel has no bounds check). The gate accepts a refusal only where the
+    op declares it: its ``Op.outside_contract`` predicate must say why these inputs lie outside
+    the kernel's contract, and that config is then 'not supported here' with the predicate's
+    reason. A refusal of inputs the predicate does not exclude (or of an op that declares no
+    predicate) is a 'fail'; so is any other exception from an op."""
+
+
+ContractPredicate = Callable[..., "str | None"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,11 @@ class Op:
     same op on a torch tensor already on the backend's device, returning the codes there (uint8,
     same shape), so that the device sweeps (``mxgate sweep --device``, the exhaustive tier on
     cuda) judge it without its inputs and outputs crossing to the host.
+
+    ``outside_contract`` declares the inputs outside the kernel's contract: called with the
+    op's arguments (the op table's inputs, ``mxgate backends --ops``), it returns the reason
+    when they lie outside, else None. The gate asks it before each call; the op is not run on
+    inputs it excludes, and an ``OutsideContract`` raised on any other input is a fail.
     """
 
     name: str
@@ -60,6 +71,7 @@ class Op:
     run: Callable[..., Any]
     note: str = ""
     run_tensor: Callable[[Any], Any] | None = None
+    outside_contract: ContractPredicate | None = None
 
 
 class Backend:

@@ -37,10 +37,15 @@ class Kernel:
     profile: str
     arrays: Arrays = "numpy"
     note: str = ""
+    outside_contract: Callable[..., str | None] | None = None
 
 
-def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Arrays = "numpy", note: str = "") -> Kernel:
-    """Declare ``function`` as the implementation of ``op`` under ``profile`` (checked now)."""
+def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Arrays = "numpy", note: str = "",
+           outside_contract: Callable[..., str | None] | None = None) -> Kernel:
+    """Declare ``function`` as the implementation of ``op`` under ``profile`` (checked now).
+
+    ``outside_contract``: a function of the op's inputs (NumPy arrays) that returns why they lie
+    outside this kernel's contract, or None; only there may the kernel raise OutsideContract."""
     from mxgate.oracle import profiles
 
     if op not in OPS:
@@ -53,7 +58,11 @@ def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Array
     if arrays not in ("numpy", "torch"):
         raise ValueError(f"{op}: arrays must be 'numpy' or 'torch', got {arrays!r}")
     _check_parameters(op, function)
-    return Kernel(op, function, profile, arrays, note)
+    if outside_contract is not None:
+        if not callable(outside_contract):
+            raise TypeError(f"{op}: outside_contract must be callable, got {type(outside_contract).__name__}")
+        _check_parameters(op, outside_contract)
+    return Kernel(op, function, profile, arrays, note, outside_contract)
 
 
 def _check_parameters(op: str, function: Callable[..., Any]) -> None:
@@ -143,7 +152,8 @@ def backend_from_functions(name: str, *kernels: Kernel, description: str = "",
             return AVAILABLE
 
         def ops(self) -> dict[str, Op]:
-            return {k.op: Op(k.op, k.profile, _runner(k, self), k.note) for k in seen.values()}
+            return {k.op: Op(k.op, k.profile, _runner(k, self), k.note, outside_contract=k.outside_contract)
+                    for k in seen.values()}
 
     FunctionBackend.__name__ = FunctionBackend.__qualname__ = f"FunctionBackend[{name}]"
     FunctionBackend.description = description or f"{name}: " + ", ".join(seen)

@@ -1,0 +1,2 @@
+"""A backend module whose import raises."""
+raise RuntimeError("planted error while importing")
