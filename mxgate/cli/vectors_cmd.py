@@ -2,7 +2,9 @@
 
 regen   rebuild every golden vector file deterministically; refuses to replace changed files
         without --force and prints a per-case diff summary first. --check compares only
-        (exit 1 when the committed files are not what the oracle produces today).
+        (exit 1 when the committed files are not what the oracle produces today, a damaged
+        file included); it builds in the system's temporary folder and writes nothing beside
+        the data, so a read-only folder (an installed package) can be checked.
 verify  check every file against manifest.json (SHA-256 and size); exit 1 naming each bad file.
 
 Also runnable alone: ``python -m mxgate.cli.vectors_cmd regen --check``.

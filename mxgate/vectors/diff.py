@@ -14,15 +14,21 @@ import numpy as np
 MAX_LINES_PER_FAMILY = 40
 
 
-def _load(directory: Path, family: str) -> tuple[dict[str, Any] | None, Any, str | None]:
+def _load(directory: Path, family: str) -> tuple[dict[str, Any] | None, dict[str, np.ndarray] | None, str | None]:
+    """(document, arrays, None), (None, None, None) when the family's files are absent, or
+    (None, None, why) naming the damaged file. Every array is read here: a zip member whose CRC
+    or header is damaged shows now, not halfway through the case comparison."""
+    name = f"{family}.json"
     try:
-        doc = json.loads((directory / f"{family}.json").read_bytes())
-        npz = np.load(io.BytesIO((directory / f"{family}.npz").read_bytes()), allow_pickle=False)
-        return doc, npz, None
+        doc = json.loads((directory / name).read_bytes())
+        name = f"{family}.npz"
+        with np.load(io.BytesIO((directory / name).read_bytes()), allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+        return doc, arrays, None
     except FileNotFoundError:
         return None, None, None
-    except Exception as error:  # a damaged previous file: say so, do not crash the summary
-        return None, None, f"{type(error).__name__}: {error}"
+    except Exception as error:  # a damaged previous file: say which, do not crash the summary
+        return None, None, f"{name} unreadable ({type(error).__name__}: {' '.join(str(error).split())})"
 
 
 def _families(directory: Path) -> set[str]:
@@ -94,20 +100,28 @@ def summarize(old_dir: Path, new_dir: Path) -> list[str]:
             lines.append(f"{family}: family removed")
             continue
         new_cases = _cases(new_doc)
-        if old_doc is None:
-            why = f" (previous file unreadable: {old_err})" if old_err else ""
-            lines.append(f"{family}: new family, {len(new_cases)} cases{why}")
+        if old_err:
+            lines.append(f"{family}: {old_err}")
             continue
-        old_cases = _cases(old_doc)
-        added = sorted(set(new_cases) - set(old_cases))
-        removed = sorted(set(old_cases) - set(new_cases))
-        changed: list[tuple[str, list[str]]] = []
-        for cid in sorted(set(old_cases) & set(new_cases)):
-            notes = _case_changes(old_cases[cid], new_cases[cid], old_npz, new_npz)
-            if notes:
-                changed.append((cid, notes))
-        header_notes = [k for k in ("generator_version", "seed", "description", "profiles")
-                        if old_doc["header"].get(k) != new_doc["header"].get(k)]
+        if old_doc is None:
+            lines.append(f"{family}: new family, {len(new_cases)} cases")
+            continue
+        try:
+            old_cases = _cases(old_doc)
+            added = sorted(set(new_cases) - set(old_cases))
+            removed = sorted(set(old_cases) - set(new_cases))
+            changed: list[tuple[str, list[str]]] = []
+            for cid in sorted(set(old_cases) & set(new_cases)):
+                notes = _case_changes(old_cases[cid], new_cases[cid], old_npz, new_npz)
+                if notes:
+                    changed.append((cid, notes))
+            header_notes = [k for k in ("generator_version", "seed", "description", "profiles")
+                            if old_doc["header"].get(k) != new_doc["header"].get(k)]
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            # well-formed files whose content does not follow the schema (a damaged document)
+            lines.append(f"{family}: {family}.json/.npz do not follow the schema "
+                         f"({type(error).__name__}: {' '.join(str(error).split())})")
+            continue
         if not (added or removed or changed or header_notes):
             continue
         lines.append(f"{family}: {len(changed)} changed, {len(added)} added, {len(removed)} removed "

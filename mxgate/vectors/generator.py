@@ -5,6 +5,7 @@ set, and only then renames it into place: the old folder is renamed aside, the n
 in, the old one removed. A run killed before the swap leaves the old set untouched (the stale
 temporary folder is removed by the next run); one killed between the two renames is repaired
 by ``recover`` (called by regen, verify and the loader), which renames the old set back.
+``regen --check`` writes nothing near the data: it builds in the system's temporary folder.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -111,8 +113,14 @@ def _foreign(directory: Path) -> list[str]:
 def regen(out: Path | None = None, *, check: bool = False, force: bool = False,
           echo: Echo = print, progress: Echo = _stderr) -> int:
     """Regenerate (or, with ``check``, compare against) the vector set in ``out``. Exit status:
-    0 written or up to date, 1 out of date (check) or refused (changed files without force)."""
+    0 written or up to date, 1 out of date (check) or refused (changed files without force).
+
+    ``check`` only reads ``out``: it builds in a temporary folder of the system's (never beside
+    the data, which may be read-only or inside an installed package) and repairs nothing."""
     out = Path(out) if out is not None else package_data_dir()
+    if check:
+        with tempfile.TemporaryDirectory(prefix="mxgate-vectors-check-") as scratch:
+            return _compare(out, Path(scratch), echo, progress)
     note = recover(out)
     if note:
         echo(note)
@@ -122,7 +130,7 @@ def regen(out: Path | None = None, *, check: bool = False, force: bool = False,
     if foreign:
         echo(f"refusing to write into {out}: it holds entries that are not vector files: {', '.join(foreign)}")
         return 1
-    tmp = _temp(out)
+    tmp = _temp(out)  # a sibling: the swap into place is a rename on one file system
     tmp.mkdir(parents=True)
     try:
         generate_into(tmp, progress)
@@ -132,12 +140,6 @@ def regen(out: Path | None = None, *, check: bool = False, force: bool = False,
             return 0
         lines = _diff.summarize(out, tmp)
         changed = sorted(n for n in old if old.get(n) != new.get(n))
-        if check:
-            for line in lines:
-                echo(line)
-            echo(f"vectors out of date: {len(changed) + len(set(new) - set(old))} file(s) differ from what the oracle "
-                 "produces today; run 'mxgate vectors regen' and review the diff")
-            return 1
         if changed and not force:
             for line in lines:
                 echo(line)
@@ -152,6 +154,25 @@ def regen(out: Path | None = None, *, check: bool = False, force: bool = False,
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _compare(out: Path, scratch: Path, echo: Echo, progress: Echo) -> int:
+    """``regen --check``: what the oracle produces today, built in ``scratch``, against ``out``."""
+    foreign = _foreign(out)
+    if foreign:
+        echo(f"vectors out of date: {out} holds entries that are not vector files: {', '.join(foreign)}")
+        return 1
+    generate_into(scratch, progress)
+    old, new = _listing(out), _listing(scratch)
+    if old == new:
+        echo(f"vectors up to date: {len(new)} files in {out} match the oracle byte for byte")
+        return 0
+    for line in _diff.summarize(out, scratch):
+        echo(line)
+    differ = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
+    echo(f"vectors out of date: {len(differ)} file(s) differ from what the oracle produces today "
+         f"({', '.join(differ)}); run 'mxgate vectors regen' and review the diff")
+    return 1
 
 
 def _swap(out: Path, tmp: Path) -> None:
