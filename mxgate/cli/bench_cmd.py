@@ -16,7 +16,7 @@ import platform
 EPILOG = """exit status:
   0    the table (or --json) was printed; ratios are figures, not a verdict
   2    bad usage, said in one line before any work: --log2-size outside [10, 28],
-       --repeat < 1, ml_dtypes (the host peer) or torch (--device) not installed,
+       --repeats < 1, ml_dtypes (the host peer) or torch (--device) not installed,
        --device cuda without a CUDA device, --elements/--tokens/--heads < 1
   3    an internal error of mxgate (a bug; --debug shows the traceback)
   141  standard output was closed before the table was written
@@ -29,7 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="bench the torch twin on this device (default: the NumPy oracle against ml_dtypes)")
     parser.add_argument("--log2-size", type=int, default=24, help="oracle bench: elements = 2^N (default 24)")
-    parser.add_argument("--repeat", type=int, default=5, help="runs per case; the best is kept")
+    parser.add_argument("--repeats", "--repeat", dest="repeats", type=int, default=None, metavar="N",
+                        help="oracle bench: interleaved repetitions per case (1 thread, every thread, "
+                             "ml_dtypes; again), reported as the median ratio and its min-max (default 7); "
+                             "--device: runs per row, the best is kept (default 5)")
     parser.add_argument("--seed", type=int, default=20261129, help="oracle bench: seed of the N(0, 4^2) input")
     parser.add_argument("--elements", type=int, default=None, help="--device: quantize size (default 2^28 on CUDA, 2^20 on CPU)")
     parser.add_argument("--tokens", type=int, default=None, help="--device: indexer tokens (default 2^20 on CUDA, 256 on CPU)")
@@ -46,8 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mxgate.tools.optional import require
 
-    if args.repeat < 1:
-        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    if args.repeats is not None and args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
     if args.device is not None:
         return _device_bench(args, require)
     if not 10 <= args.log2_size <= 28:
@@ -55,13 +58,18 @@ def run(args: argparse.Namespace) -> int:
     from mxgate.tools.bench import format_table, run_bench
 
     ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
-    rows = run_bench(args.log2_size, args.repeat, args.seed)
+    rows = run_bench(args.log2_size, 7 if args.repeats is None else args.repeats, args.seed)
     if args.json is not None:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
         import numpy
 
-        print(f"mxgate bench: seed {args.seed}, numpy {numpy.__version__}, ml_dtypes {ml_dtypes.__version__}, {platform.machine()}")
+        repeats = rows[0].repeats if rows else 0
+        threads = rows[0].threads if rows else 1
+        print(f"mxgate bench: 2^{args.log2_size} float32 N(0, 4^2), seed {args.seed}, numpy {numpy.__version__}, "
+              f"peer ml_dtypes {ml_dtypes.__version__}, {platform.machine()}, {threads} threads")
+        print(f"medians of {repeats} interleaved repetitions (oracle 1 thread, oracle {threads} threads, peer); "
+              "ratio = peer time / oracle time per repetition, (min-max) over repetitions")
         print(format_table(rows))
     print(end="", flush=True)  # a closed pipe shows here, not at interpreter exit
     return 0
@@ -79,7 +87,8 @@ def _device_bench(args: argparse.Namespace, require) -> int:
         raise ValueError("--device cuda: torch sees no CUDA device here")
     from mxgate.tools.bench_device import main
 
-    argv = ["--device", args.device, "--repeat", str(args.repeat), "--heads", str(args.heads)]
+    argv = ["--device", args.device, "--repeat", str(5 if args.repeats is None else args.repeats),
+            "--heads", str(args.heads)]
     for name in ("elements", "tokens", "context"):
         if getattr(args, name) is not None:
             argv += [f"--{name}", str(getattr(args, name))]

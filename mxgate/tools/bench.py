@@ -1,64 +1,153 @@
 """Oracle throughput as a ratio against a peer measured in the same run (ml_dtypes' C++ casts).
 
 Ratios, not absolute times, are the figure of merit: both sides see the same machine and load.
-Each case runs ``repeat`` times and keeps the best time.
+On a shared machine one timing swings with the neighbours' work, so each case is measured
+``repeats`` times with its runs interleaved (oracle on one thread, oracle on every thread,
+peer; again), each repetition gives its own ratios from runs seconds apart at most, and a
+case reports the median ratio with its spread (min-max and quartiles) over repetitions.
+A benchmark is a figure, never a test verdict: nothing here compares against a threshold.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 import time
-from dataclasses import asdict, dataclass
-from typing import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from mxgate.op_table import OpName
 from mxgate import oracle
+from mxgate.op_table import OpName
 from mxgate.tools.optional import require
+
+ONE_THREAD, THREADS, PEER = "oracle_1thread", "oracle", "peer"
+ORDER = (ONE_THREAD, THREADS, PEER)  # the runs of one repetition, in the order they run
+MIN_SAMPLE_S = 0.02  # a sample loops a call until it lasts this long (small sizes: timer noise)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    ours: Callable[[], object]
+    peer_name: str
+    peer: Callable[[], object]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure over repetitions: its median, min-max and quartiles."""
+
+    median: float
+    low: float
+    high: float
+    q1: float
+    q3: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        if not values:
+            raise ValueError("a spread needs at least one value")
+        ordered = sorted(values)
+        if len(ordered) > 1:
+            q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        else:
+            q1 = q3 = ordered[0]
+        return cls(statistics.median(ordered), ordered[0], ordered[-1], q1, q3)
+
+    def as_dict(self, digits: int = 3) -> dict[str, float]:
+        return {k: round(getattr(self, k), digits) for k in ("median", "low", "high", "q1", "q3")}
 
 
 @dataclass
 class BenchRow:
     case: str
     elements: int
-    oracle_1thread_ms: float
-    oracle_ms: float
     threads: int
     peer: str
-    peer_ms: float
+    peer_version: str  # "ml_dtypes 0.7.0": printed beside every ratio
+    samples: dict[str, list[float]]  # ms per call, per run kind, one per repetition
+    order: list[str] = field(default_factory=list)  # the runs as they ran (after the warm-up)
+
+    @property
+    def repeats(self) -> int:
+        return len(self.samples[PEER])
+
+    def _ms(self, kind: str) -> float:
+        return statistics.median(self.samples[kind])
+
+    @property
+    def oracle_1thread_ms(self) -> float:
+        return self._ms(ONE_THREAD)
+
+    @property
+    def oracle_ms(self) -> float:
+        return self._ms(THREADS)
+
+    @property
+    def peer_ms(self) -> float:
+        return self._ms(PEER)
+
+    def _per_repeat(self, over: str, under: str) -> Spread:
+        return Spread.of([a / b for a, b in zip(self.samples[over], self.samples[under])])
+
+    @property
+    def ratio_1thread_spread(self) -> Spread:
+        """peer time / oracle time on one thread, per repetition."""
+        return self._per_repeat(PEER, ONE_THREAD)
+
+    @property
+    def ratio_spread(self) -> Spread:
+        """peer time / oracle time on every thread, per repetition."""
+        return self._per_repeat(PEER, THREADS)
+
+    @property
+    def thread_speedup_spread(self) -> Spread:
+        """oracle time on one thread / on every thread, per repetition."""
+        return self._per_repeat(ONE_THREAD, THREADS)
 
     @property
     def ratio_1thread(self) -> float:
-        return self.peer_ms / self.oracle_1thread_ms
+        return self.ratio_1thread_spread.median
 
     @property
     def ratio(self) -> float:
-        return self.peer_ms / self.oracle_ms
+        return self.ratio_spread.median
 
     def as_dict(self) -> dict[str, object]:
-        timings = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-        return {**timings, "ratio_1thread": round(self.ratio_1thread, 2), "ratio": round(self.ratio, 2)}
+        return {
+            "case": self.case,
+            "elements": self.elements,
+            "threads": self.threads,
+            "repeats": self.repeats,
+            "peer": self.peer,
+            "peer_version": self.peer_version,
+            "oracle_1thread_ms": round(self.oracle_1thread_ms, 3),
+            "oracle_ms": round(self.oracle_ms, 3),
+            "peer_ms": round(self.peer_ms, 3),
+            "ratio_1thread": round(self.ratio_1thread, 2),
+            "ratio": round(self.ratio, 2),
+            "ratio_1thread_spread": self.ratio_1thread_spread.as_dict(),
+            "ratio_spread": self.ratio_spread.as_dict(),
+            "thread_speedup": self.thread_speedup_spread.as_dict(),
+            "samples_ms": {k: [round(v, 3) for v in vs] for k, vs in self.samples.items()},
+            "order": list(self.order),
+        }
 
 
-def _best_ms(function: Callable[[], object], repeat: int) -> float:
-    function()  # warm caches and lazily built tables
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
-
-
-def _with_threads(count: int | None, function: Callable[[], object], repeat: int) -> float:
+@contextmanager
+def oracle_threads(count: int | None) -> Iterator[None]:
+    """MXGATE_THREADS=count inside (None: unset, every core), restored after."""
     previous = os.environ.get("MXGATE_THREADS")
     if count is None:
         os.environ.pop("MXGATE_THREADS", None)
     else:
         os.environ["MXGATE_THREADS"] = str(count)
     try:
-        return _best_ms(function, repeat)
+        yield
     finally:
         if previous is None:
             os.environ.pop("MXGATE_THREADS", None)
@@ -66,36 +155,99 @@ def _with_threads(count: int | None, function: Callable[[], object], repeat: int
             os.environ["MXGATE_THREADS"] = previous
 
 
-def run_bench(log2_size: int = 24, repeat: int = 5, seed: int = 20261129) -> list[BenchRow]:
-    """Benchmark the oracle's codecs against ml_dtypes on 2^log2_size float32 N(0, 4^2) values."""
-    ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
+def _loops(function: Callable[[], object], clock: Callable[[], float], min_sample_s: float) -> int:
+    """Warm up (caches, lazily built tables, thread pools) and size a sample's loop from it."""
+    start = clock()
+    function()
+    once = clock() - start
+    return 1 if once >= min_sample_s or once <= 0 else math.ceil(min_sample_s / once)
 
+
+def _sample_ms(function: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
+    start = clock()
+    for _ in range(loops):
+        function()
+    return (clock() - start) / loops * 1e3
+
+
+def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
+            clock: Callable[[], float] = time.perf_counter, min_sample_s: float = MIN_SAMPLE_S) -> BenchRow:
+    """One case: a warm-up of each run, then ``repeats`` repetitions of (1 thread, every
+    thread, peer), interleaved so that each repetition's ratios come from neighbouring runs."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     from mxgate.oracle.parallel import thread_count
 
-    n = 1 << log2_size
-    x = np.random.Generator(np.random.PCG64(seed)).standard_normal(n, dtype=np.float32) * np.float32(4.0)
-    cases = [
-        ("mx.quantize (codes + scales)", lambda: oracle.quantize_mx(x, "gfx950"), "astype(float4_e2m1fn), no scaling", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
-        ("e2m1.encode (elements)", lambda: oracle.encode_e2m1(x, "gfx950"), "astype(float4_e2m1fn)", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
-        (OpName.E4M3FN_ENCODE, lambda: oracle.encode_e4m3(x, "fn"), "astype(float8_e4m3fn)", lambda: x.astype(ml_dtypes.float8_e4m3fn)),
-        (OpName.E4M3FNUZ_ENCODE, lambda: oracle.encode_e4m3(x, "fnuz"), "astype(float8_e4m3fnuz)", lambda: x.astype(ml_dtypes.float8_e4m3fnuz)),
-        (OpName.BF16_ROUND, lambda: oracle.bf16_bits(x), "astype(bfloat16)", lambda: x.astype(ml_dtypes.bfloat16)),
-    ]
     threads = thread_count()
-    rows = []
-    for case, ours, peer_name, peer in cases:
-        one = _with_threads(1, ours, repeat)
-        many = _with_threads(None, ours, repeat)
-        rows.append(BenchRow(case, n, one, many, threads, peer_name, _best_ms(peer, repeat)))
-    return rows
+    runs: dict[str, tuple[Callable[[], object], int | None, str]] = {
+        ONE_THREAD: (case.ours, 1, "1"),
+        THREADS: (case.ours, None, "all"),
+        PEER: (case.peer, None, "peer"),
+    }
+    loops = {}
+    for kind in ORDER:
+        function, count, _ = runs[kind]
+        with oracle_threads(count):
+            loops[kind] = _loops(function, clock, min_sample_s)
+    samples: dict[str, list[float]] = {kind: [] for kind in ORDER}
+    order: list[str] = []
+    for _ in range(repeats):
+        for kind in ORDER:
+            function, count, _ = runs[kind]
+            with oracle_threads(count):
+                samples[kind].append(_sample_ms(function, loops[kind], clock))
+            order.append(kind)
+    return BenchRow(case.name, elements, threads, case.peer_name, peer_version, samples, order)
+
+
+def default_cases(x: np.ndarray, ml_dtypes: object) -> list[Case]:
+    """The oracle's hot paths on x, each against the ml_dtypes cast closest to its work."""
+    return [
+        Case("mx.quantize (codes + scales)", lambda: oracle.quantize_mx(x, "gfx950"),
+             "astype(float4_e2m1fn), no scaling", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
+        Case("e2m1.encode (elements)", lambda: oracle.encode_e2m1(x, "gfx950"),
+             "astype(float4_e2m1fn)", lambda: x.astype(ml_dtypes.float4_e2m1fn)),
+        Case(str(OpName.E4M3FN_ENCODE), lambda: oracle.encode_e4m3(x, "fn"),
+             "astype(float8_e4m3fn)", lambda: x.astype(ml_dtypes.float8_e4m3fn)),
+        Case(str(OpName.E4M3FNUZ_ENCODE), lambda: oracle.encode_e4m3(x, "fnuz"),
+             "astype(float8_e4m3fnuz)", lambda: x.astype(ml_dtypes.float8_e4m3fnuz)),
+        Case(str(OpName.BF16_ROUND), lambda: oracle.bf16_bits(x),
+             "astype(bfloat16)", lambda: x.astype(ml_dtypes.bfloat16)),
+    ]
+
+
+def bench_input(log2_size: int, seed: int) -> np.ndarray:
+    """2^log2_size float32 N(0, 4^2) values from the seed."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return rng.standard_normal(1 << log2_size, dtype=np.float32) * np.float32(4.0)
+
+
+def run_bench(log2_size: int = 24, repeats: int = 7, seed: int = 20261129,
+              cases: list[Case] | None = None) -> list[BenchRow]:
+    """Benchmark the oracle's codecs against ml_dtypes on 2^log2_size float32 N(0, 4^2) values."""
+    ml_dtypes = require("ml_dtypes", "the benchmark (its peer is ml_dtypes' casts)")
+    version = f"ml_dtypes {ml_dtypes.__version__}"
+    x = bench_input(log2_size, seed)
+    chosen = default_cases(x, ml_dtypes) if cases is None else cases
+    return [measure(case, x.size, repeats, version) for case in chosen]
+
+
+def _ratio_cell(spread: Spread, version: str) -> str:
+    return f"{spread.median:.2f}x ({spread.low:.2f}-{spread.high:.2f}) vs {version}"
 
 
 def format_table(rows: list[BenchRow]) -> str:
-    header = "| case | elements | oracle 1 thread ms | oracle {t} threads ms | peer (ml_dtypes) | peer ms | ratio 1 thread | ratio {t} threads |"
-    lines = [header.format(t=rows[0].threads if rows else 1), "|---|---|---|---|---|---|---|---|"]
+    """Medians of ``repeats`` interleaved repetitions; ratios with their min-max."""
+    t = rows[0].threads if rows else 1
+    header = (f"| case | elements | oracle 1 thread ms | oracle {t} threads ms | peer | peer ms "
+              f"| ratio 1 thread (min-max) | ratio {t} threads (min-max) | {t} threads / 1 (min-max) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        speedup = r.thread_speedup_spread
         lines.append(
-            f"| {r.case} | {r.elements:,} | {r.oracle_1thread_ms:.1f} | {r.oracle_ms:.1f} | {r.peer} | {r.peer_ms:.1f} | "
-            f"{r.ratio_1thread:.2f}x | {r.ratio:.2f}x |"
+            f"| {r.case} | {r.elements:,} | {r.oracle_1thread_ms:.1f} | {r.oracle_ms:.1f} | "
+            f"{r.peer_version} {r.peer} | {r.peer_ms:.1f} | "
+            f"{_ratio_cell(r.ratio_1thread_spread, r.peer_version)} | {_ratio_cell(r.ratio_spread, r.peer_version)} | "
+            f"{speedup.median:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}) |"
         )
     return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""`mxgate bench` (the host bench): its structure, never its speed.
+
+The figures depend on the machine and its load, so nothing here compares a time or a ratio
+with a threshold: the tests check which runs happen in which order, what is computed from
+them and what is printed (the peer's version beside every ratio, medians and spreads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from mxgate.cli import main
+from mxgate.tools import bench
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+class FakeClock:
+    """A clock that moves only when a benchmarked call says how long it took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _logging_case(clock: FakeClock, log: list[str], ours_s: dict[str, list[float]], peer_s: list[float]) -> bench.Case:
+    """Oracle calls take ours_s[threads] seconds in turn, peer calls peer_s: each logs itself."""
+
+    def ours() -> None:
+        threads = os.environ.get("MXGATE_THREADS", "all")
+        log.append(f"oracle:{threads}")
+        clock.now += ours_s[threads].pop(0)
+
+    def peer() -> None:
+        log.append(f"peer:{os.environ.get('MXGATE_THREADS', 'all')}")
+        clock.now += peer_s.pop(0)
+
+    return bench.Case("fake", ours, "fake peer", peer)
+
+
+def test_runs_interleave_and_ratios_are_per_repetition(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MXGATE_THREADS", raising=False)
+    clock, log = FakeClock(), []
+    # warm-up first (one call each), then three repetitions
+    ours = {"1": [9.0, 4.0, 2.0, 8.0], "all": [9.0, 2.0, 1.0, 2.0]}
+    peer = [9.0, 8.0, 12.0, 8.0]
+    row = bench.measure(_logging_case(clock, log, ours, peer), 100, 3, "ml_dtypes 9.9.9", clock=clock, min_sample_s=0)
+    assert log == ["oracle:1", "oracle:all", "peer:all"] * 4  # warm-up, then o1, o, p per repetition
+    assert row.order == list(bench.ORDER) * 3
+    assert row.samples == {"oracle_1thread": [4000.0, 2000.0, 8000.0], "oracle": [2000.0, 1000.0, 2000.0],
+                           "peer": [8000.0, 12000.0, 8000.0]}
+    # ratios per repetition (8/4, 12/2, 8/8) and (8/2, 12/1, 8/2): medians and spreads of those
+    assert row.ratio_1thread_spread == bench.Spread(2.0, 1.0, 6.0, 1.5, 4.0)
+    assert row.ratio_spread == bench.Spread(4.0, 4.0, 12.0, 4.0, 8.0)
+    assert row.thread_speedup_spread == bench.Spread(2.0, 2.0, 4.0, 2.0, 3.0)
+    assert (row.oracle_1thread_ms, row.oracle_ms, row.peer_ms) == (4000.0, 2000.0, 8000.0)
+    assert os.environ.get("MXGATE_THREADS") is None  # restored
+
+
+def test_short_calls_are_looped_to_a_measurable_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MXGATE_THREADS", "3")
+    clock, log = FakeClock(), []
+    ours = {"1": [0.01] * 7, "all": [0.01] * 7}
+    row = bench.measure(_logging_case(clock, log, ours, [0.02] * 5), 10, 2, "v", clock=clock, min_sample_s=0.03)
+    # warm-ups size the loops: 3 calls of 10 ms, 2 calls of 20 ms per sample
+    assert log[3:] == (["oracle:1"] * 3 + ["oracle:all"] * 3 + ["peer:all"] * 2) * 2
+    assert row.samples["oracle"] == pytest.approx([10.0, 10.0])
+    assert row.ratio == pytest.approx(2.0)
+    assert os.environ["MXGATE_THREADS"] == "3"
+
+
+def test_repeats_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="repeats"):
+        bench.measure(bench.Case("c", lambda: None, "p", lambda: None), 1, 0, "v")
+
+
+def test_spread_of_one_value_and_of_several() -> None:
+    assert bench.Spread.of([2.5]) == bench.Spread(2.5, 2.5, 2.5, 2.5, 2.5)
+    s = bench.Spread.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.median, s.low, s.high, s.q1, s.q3) == (3.0, 1.0, 5.0, 2.0, 4.0)
+
+
+def test_table_prints_the_peer_version_beside_every_ratio() -> None:
+    rows = bench.run_bench(10, 2)
+    assert [r.case for r in rows] == ["mx.quantize (codes + scales)", "e2m1.encode (elements)", "e4m3fn.encode",
+                                      "e4m3fnuz.encode", "bf16.round"]
+    version = f"ml_dtypes {ml_dtypes.__version__}"
+    table = bench.format_table(rows).splitlines()
+    assert len(table) == 2 + len(rows)
+    for line, row in zip(table[2:], rows):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == row.case and cells[4] == f"{version} {row.peer}"
+        assert cells[6].endswith(f"vs {version}") and cells[7].endswith(f"vs {version}")
+        assert "(" in cells[6] and "-" in cells[6] and "(" in cells[8]  # the min-max spreads
+        assert row.repeats == 2 and row.order == list(bench.ORDER) * 2
+
+
+def test_cli_json_carries_versions_spreads_and_samples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--log2-size", "10", "--repeats", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 5
+    for r in rows:
+        assert r["peer_version"] == f"ml_dtypes {ml_dtypes.__version__}" and r["repeats"] == 3
+        for key in ("ratio_spread", "ratio_1thread_spread", "thread_speedup"):
+            s = r[key]
+            assert s["low"] <= s["q1"] <= s["median"] <= s["q3"] <= s["high"]
+        assert r["ratio"] == pytest.approx(r["ratio_spread"]["median"], abs=0.006)
+        assert all(len(v) == 3 for v in r["samples_ms"].values())
+        assert r["order"] == list(bench.ORDER) * 3
+
+
+def test_cli_table_header_names_threads_repeats_and_peer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--log2-size", "10", "--repeat", "2"]) == 0  # --repeat: the old spelling
+    out = capsys.readouterr().out
+    assert f"peer ml_dtypes {ml_dtypes.__version__}" in out.splitlines()[0]
+    assert "medians of 2 interleaved repetitions" in out
+    assert out.count(f"vs ml_dtypes {ml_dtypes.__version__}") == 10  # two ratios on each of five rows
