@@ -43,7 +43,9 @@ class CliError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mxgate", description="Bit-exact FP4/FP8 quantization conformance suite",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error instead of one line")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error instead of one line, and the warnings and log lines "
+                             "of the packages mxgate imports (sets MXGATE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in _COMMANDS.items():
         try:
@@ -77,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
     if debug:
         argv.remove("--debug")
+        # also for the packages mxgate imports, here and in worker processes (mxgate.kernels.quiet)
+        os.environ["MXGATE_DEBUG"] = "1"
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -12,12 +12,11 @@ import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
+from mxgate.kernels.quiet import foreign_imports, quiet_import
 
 
 def _torch() -> Any:
-    import torch
-
-    return torch
+    return quiet_import("torch")
 
 
 class MlDtypesBackend(Backend):
@@ -144,8 +143,9 @@ class TorchaoBackend(Backend):
         if not missing:
             return missing
         try:
-            from torchao.prototype.mx_formats import fp_format_spec  # noqa: F401
-            from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked  # noqa: F401
+            with foreign_imports():  # torchao prints a line per CUDA extension it cannot load
+                from torchao.prototype.mx_formats import fp_format_spec  # noqa: F401
+                from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked  # noqa: F401
         except Exception as error:  # torchao versions move these helpers around
             return Availability(False, f"torchao MX helpers not importable: {error}")
         return AVAILABLE
@@ -153,7 +153,8 @@ class TorchaoBackend(Backend):
     def ops(self) -> dict[str, Op]:
         def encode(x: np.ndarray) -> np.ndarray:
             torch = _torch()
-            from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked
+            with foreign_imports():  # first import in a worker process
+                from torchao.prototype.mx_formats.kernels import f32_to_f4_unpacked
 
             return f32_to_f4_unpacked(torch.from_numpy(np.ascontiguousarray(x, np.float32).copy())).numpy()
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Literal, Mapping
 
 from mxgate.kernels.base import Mode  # re-exported: the loaders' mode type
+from mxgate.kernels.quiet import foreign_imports
 
 MODES: tuple[str, ...] = ("interpret", "compiled")
 Kind = Literal["checkout", "installed"]
@@ -418,7 +419,7 @@ def load(source: Source, context: StubContext, *, import_first: tuple[str, ...] 
             reason = triton_problem(context.mode)
             if reason is not None:
                 raise SourceError(reason)
-        with env_scope(context.mode):
+        with env_scope(context.mode), foreign_imports():  # the other project's import-time notes
             for name in import_first:
                 importlib.import_module(name)
             if "triton" in import_first and triton_mode() != context.mode:
