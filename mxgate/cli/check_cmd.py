@@ -70,10 +70,19 @@ def _output_path(option: str, path: str | None) -> str | None:
         return None
     from mxgate.conformance.plugin import unwritable
 
+    from mxgate.conformance import reports
+
     problem = unwritable(path)
     if problem:
         raise CliError(f"{option} {path}: {problem}")
+    try:
+        _HELD.append(reports.hold(path))  # the pytest run takes the same lock over (same process)
+    except reports.Held as held:
+        raise CliError(f"{option} {path}: {held}") from None
     return str(Path(path).resolve())
+
+
+_HELD: list[Path] = []
 
 
 def pytest_arguments(args: argparse.Namespace, backends: list[str], ini: str) -> list[str]:
@@ -158,6 +167,18 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cpu":
         # Before anything imports triton: on the CPU its kernels run under the interpreter.
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:
+        return _run(args)
+    finally:
+        from mxgate.conformance import reports
+        from mxgate.kernels import isolation
+
+        isolation.forget_kept()
+        while _HELD:
+            reports.release(_HELD.pop())
+
+
+def _run(args: argparse.Namespace) -> int:
     _validate(args)
     import pytest
 

@@ -27,6 +27,9 @@ EPILOG = f"""exit status:
        outside [16, 28], --workers < 1, --against ml_dtypes without ml_dtypes installed,
        --device without --backend or torch, --device cuda without a CUDA device, e4m3
        without --device
+  1    also (--device): the backend failed to load, or its encoder raised, crashed its
+       worker, hung past --timeout or forged its worker's reply (the backend runs in a
+       worker process of its own, as in mxgate check)
   3    an internal error of mxgate (a bug; --debug shows the traceback)
   5    --device: the backend (or its encoder) cannot run here; the reason is printed
   141  standard output was closed before the summary was written
@@ -50,6 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--chunks", type=int, default=None, help=f"only the first N (1 to {CHUNKS}) of the {CHUNKS} chunks of 2^{CHUNK_BITS} inputs"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help="--device: per-call limit of the backend's sweep calls (default 300); past it the "
+                             "sweep fails")
+    parser.add_argument("--startup-timeout", type=float, default=None, metavar="SECONDS",
+                        help="--device: limit on loading the backend in its worker (default 600)")
     parser.set_defaults(run=run)
 
 
@@ -90,8 +98,27 @@ def _device_sweep(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA device here")
 
-    backend = kernels.get(args.backend, device=args.device)
+    from mxgate.conformance.plugin import resolve_timeouts
+    from mxgate.kernels import isolation
+
+    kernels.check_name(args.backend)
+    call, startup = resolve_timeouts(args.timeout, args.startup_timeout)
     op_name = ENCODERS[args.format]
+    try:
+        backend = isolation.load(args.backend, args.device, timeout=call, startup_timeout=startup)
+    except isolation.BackendFault as fault:
+        print(f"mxgate sweep: fail: {args.backend}: {fault.cause}", flush=True)
+        return 1
+    try:
+        return _judge_sweep(args, backend, op_name)
+    except isolation.BackendFault as fault:
+        print(f"mxgate sweep: fail: {args.backend} {op_name}: {fault.cause}", flush=True)
+        return 1
+    finally:
+        backend.close()
+
+
+def _judge_sweep(args: argparse.Namespace, backend, op_name: str) -> int:
     status = backend.available()
     if status and not backend.implements(op_name):
         print(f"mxgate sweep: not supported here: {args.backend} has no {op_name} "

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mxgate.op_table import OpName
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, requires
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, kernel_entry, requires, with_own_checks
 from mxgate.kernels.torch_bridge import TensorSpec, spec_of, to_numpy, to_torch
 
 # Arguments of indexer_qk_rope_quant_and_cache in AITER's order (PR #5484 adds the last three).
@@ -204,12 +204,12 @@ class AiterBackend(Backend):
         return requires("aiter")
 
     def ops(self) -> dict[str, Op]:
-        return {
+        return with_own_checks({
             OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE: Op(OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE, "gfx950", self._indexer),
             OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, "aiter-per1x32", self._per_1x32),
             OpName.PA_MQA_LOGITS_FP4_DECODE: Op(OpName.PA_MQA_LOGITS_FP4_DECODE, "gfx950", self._decode),
             OpName.PA_MQA_LOGITS_FP4_PREFILL: Op(OpName.PA_MQA_LOGITS_FP4_PREFILL, "gfx950", self._prefill),
-        }
+        })
 
     def _indexer(self, **kwargs: Any) -> dict[str, np.ndarray]:
         import aiter
@@ -219,6 +219,7 @@ class AiterBackend(Backend):
         root = aiter_root()
         if root is not None and (root / CACHE_PY).is_file():
             kwargs = fit_call(kwargs, read_signature(root))  # the revision that will run
+        kernel_entry()
         dtypes = torch_dtype_names(kwargs)
         tensors = {
             name: (to_torch(value, "cuda", bf16=_is_bf16(name, value)) if isinstance(value, np.ndarray) else value)

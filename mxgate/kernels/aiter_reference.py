@@ -43,7 +43,8 @@ from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
-from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.kernels.base import (AVAILABLE, Availability, Backend, Op, OutsideContract, device_mode, kernel_entry,
+                                 with_own_checks)
 from mxgate.oracle.geometry import GROUP
 
 MODES = {"round_down": 0, "round_up": 1, "even": 2, "ceil": 3}  # MxScaleRoundModeInt
@@ -109,6 +110,7 @@ class AiterReferenceBackend(Backend):
         return self.available()
 
     def _load(self) -> sources.Loaded:
+        kernel_entry()
         if self._loaded is None:
             loaded = loader.load(loader.REFERENCE_SPEC, self.mode, self.device)
             modules = loader.package_modules(loaded)
@@ -172,7 +174,7 @@ class AiterReferenceBackend(Backend):
             if mode != "round_up":
                 table.append(Op(f"{REF_QUANT_OP}.{mode}", REF_QUANT_PROFILES[mode], self._ref_quant(mode),
                                 f"ref_quant_mxfp4(round_mode={MODES[mode]})"))
-        return {op.name: op for op in table}
+        return with_own_checks({op.name: op for op in table})
 
     # -- element codecs -----------------------------------------------------------------------
 

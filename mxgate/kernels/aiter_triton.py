@@ -30,7 +30,7 @@ from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode, kernel_entry, with_own_checks
 from mxgate.oracle.geometry import GROUP
 
 QUANT_PROFILE = "aiter-even"
@@ -76,6 +76,7 @@ class AiterTritonBackend(Backend):
         return Availability(reason is None, reason or "")
 
     def _load(self) -> sources.Loaded:
+        kernel_entry()
         if self._loaded is None:
             units = _compute_units(self.device)
             loaded = loader.load(loader.TRITON_SPEC, self.mode, self.device, compute_units=units)
@@ -91,7 +92,7 @@ class AiterTritonBackend(Backend):
         return self._load().origin
 
     def ops(self) -> dict[str, Op]:
-        return {
+        return with_own_checks({
             OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, QUANT_PROFILE, self.dynamic_mxfp4_quant,
                               "dynamic_mxfp4_quant (aiter/ops/triton/quant/quant.py)"),
             FUSED_FLATTEN: Op(FUSED_FLATTEN, QUANT_PROFILE, self.fused_flatten_mxfp4_quant,
@@ -101,7 +102,7 @@ class AiterTritonBackend(Backend):
             FP8_RAGGED: Op(FP8_RAGGED, SCORER_PROFILE, self.fp8_mqa_logits, "fp8_mqa_logits, Triton kernel"),
             FP8_PAGED: Op(FP8_PAGED, SCORER_PROFILE, self.deepgemm_fp8_paged_mqa_logits,
                           "deepgemm_fp8_paged_mqa_logits, Triton JIT kernel (no Preshuffle)"),
-        }
+        })
 
     # -- quantizers ---------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -121,3 +123,46 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"<backend {self.name}>"
+
+
+# --- contracts stated by an adapter's own argument checks --------------------------------------
+
+_CHECKING = threading.local()
+
+
+class _ChecksPassed(Exception):
+    """Raised where an op reaches its kernel while only its own argument checks are being run."""
+
+
+def kernel_entry() -> None:
+    """Adapters call this where an op leaves its own argument checks and reaches the kernel (the
+    loader of the other project's code). While ``own_checks`` runs the op, it stops the op here."""
+    if getattr(_CHECKING, "active", False):
+        raise _ChecksPassed
+
+
+def own_checks(run: Callable[..., Any]) -> ContractPredicate:
+    """The contract predicate of an adapter op whose argument checks raise OutsideContract
+    before it reaches its kernel (``kernel_entry``): the checks run, the kernel never does. An
+    OutsideContract raised later, by the other project's code, is not a declared refusal."""
+
+    def outside(*args: Any, **kwargs: Any) -> str | None:
+        _CHECKING.active = True
+        try:
+            run(*args, **kwargs)
+        except OutsideContract as error:
+            return str(error)
+        except _ChecksPassed:
+            return None
+        except Exception:  # noqa: BLE001 - a malformed call: the real call raises it, and is judged
+            return None
+        finally:
+            _CHECKING.active = False
+        return None
+
+    return outside
+
+
+def with_own_checks(table: dict[str, Op]) -> dict[str, Op]:
+    """Every op of ``table`` with its own argument checks as its declared contract."""
+    return {name: dataclasses.replace(op, outside_contract=own_checks(op.run)) for name, op in table.items()}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from mxgate.op_table import OpName
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode, kernel_entry, with_own_checks
 from mxgate.kernels import sglang_loader as loader
 from mxgate.kernels.torch_bridge import to_torch
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
@@ -88,6 +88,7 @@ class SglangTritonBackend(Backend):
 
     def kernels(self) -> loader.Kernels:
         """The loaded sglang modules; raises RuntimeError with the reason when unavailable."""
+        kernel_entry()
         status = self.available()
         if not status:
             raise RuntimeError(f"backend {self.name!r} is not available: {status.reason}")
@@ -121,7 +122,7 @@ class SglangTritonBackend(Backend):
                     Op(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED, p, self.logits_paged,
                        "fp4_index_logits_paged; CUDA only"),
                 ]
-            self._ops = {op.name: op for op in table}
+            self._ops = with_own_checks({op.name: op for op in table})
         return self._ops
 
     # -- quantizer -----------------------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy as np
 
 from mxgate.op_table import OpName
 from mxgate.kernels import sources, vllm_loader as loader
-from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode
+from mxgate.kernels.base import Availability, Backend, Op, OutsideContract, device_mode, kernel_entry, with_own_checks
 from mxgate.kernels.torch_bridge import to_torch
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROPE_DIM, ROW_BYTES, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.ops.quant_vllm import PROFILE_NAME as QUANT_PROFILE, check_k_domain  # registers vllm-rocm
@@ -102,6 +102,7 @@ class VllmTritonBackend(Backend):
         return self.available()
 
     def kernels(self) -> sources.Loaded:
+        kernel_entry()
         if self._source is None:
             raise sources.SourceError(self._reason or "no vLLM source")
         return loader.load(self.mode, self.device, self.fp8)
@@ -110,7 +111,7 @@ class VllmTritonBackend(Backend):
 
     def ops(self) -> dict[str, Op]:
         if self._ops is None:
-            self._ops = {op.name: op for op in self._table()}
+            self._ops = with_own_checks({op.name: op for op in self._table()})
         return self._ops
 
     def _table(self) -> list[Op]:
@@ -248,7 +249,6 @@ class VllmTritonBackend(Backend):
                 block_size: int = 64) -> np.ndarray:
         """Quantize k rows (uint16 bf16 [T, 128]) into a copy of the vllm-fp4-indexer-k cache
         [num_blocks, page_bytes] at ``slots`` (int64 [T]; < 0: skipped)."""
-        k = self.kernels()
         torch = _torch()
         bits = _array(k_bf16, "k_bf16", np.uint16, ndim=2)
         if bits.shape[1] != HEAD_DIM:
@@ -268,6 +268,7 @@ class VllmTritonBackend(Backend):
         live = s[s >= 0]
         if live.size and (live.max() >= buf.shape[0] * bs or np.unique(live).size != live.size):
             raise OutsideContract(f"slots must be distinct and < {buf.shape[0] * bs} (the kernel has no bounds check)")
+        k = self.kernels()
         dev = self.device
         with k.scope():
             state = torch.zeros((T, 1, 2 * HEAD_DIM), dtype=torch.float32)

@@ -1,0 +1,283 @@
+"""No kernel that is wrong on some calls, refuses the hard inputs, rewrites its inputs, tells the
+gate apart, forges its worker's replies or exits while loading can make the gate exit 0.
+
+Each test plants such a kernel (tests/user_backends/dishonest_backends.py and the *_at_import
+modules) and runs the gate as its users do: the installed command from a scratch directory,
+judged by its exit status and the report files it leaves there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mxgate.conformance import outcome
+
+USER_BACKENDS = Path(__file__).parent / "user_backends"
+REPORTS = ["--json", "m.json", "--markdown", "m.md", "--junitxml", "j.xml"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(USER_BACKENDS)] + [p for p in [env.get("PYTHONPATH")] if p])
+    for name in ("MXGATE_TIMEOUT", "MXGATE_STARTUP_TIMEOUT", "FLAKY_SEED", "DISHONEST_MARKERS"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def _check(tmp_path: Path, backend: str, *more: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", backend, "--tier", "quick", *REPORTS,
+                           *more], cwd=tmp_path, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+def _cells(tmp_path: Path) -> dict[tuple[str, str], dict]:
+    return {(c["backend"], c["op"]): c for c in json.loads((tmp_path / "m.json").read_text())["cells"]}
+
+
+def _junit_problems(path: Path) -> int:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    return sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+
+
+def _reasons(cell: dict) -> str:
+    return " | ".join(f["reason"] for f in cell["failures"])
+
+
+def _assert_failed_with_reports(done: subprocess.CompletedProcess, tmp_path: Path) -> None:
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in ("m.json", "m.md", "j.xml"):
+        assert (tmp_path / name).is_file(), name
+    assert _junit_problems(tmp_path / "j.xml") > 0
+    assert json.loads((tmp_path / "m.json").read_text())["exit_status"] == outcome.EXIT_FAIL
+
+
+# --- route 1: loading runs in the worker ----------------------------------------------------------
+
+@pytest.mark.parametrize("backend, cause", [
+    ("exit_at_import:Backend", "failed to load: raised SystemExit: 0"),
+    ("os_exit_at_import:Backend", "failed to load: crashed: the worker exited with status 0 while loading"),
+    ("segfault_at_import:Backend", "failed to load: crashed: signal 11 (SIGSEGV) while loading"),
+    ("raises_at_import:Backend", "failed to load: raised RuntimeError: planted error while importing"),
+    ("dishonest_backends:ExitsInAvailable", "failed to load: raised SystemExit: 0"),
+    ("dishonest_backends:SegfaultsInOps", "failed to load: crashed: signal 11 (SIGSEGV) while loading"),
+    ("dishonest_backends:HangsInOps", "failed to load: timeout after 5 s (loading the backend)"),
+])
+def test_a_fault_while_loading_is_a_fail_of_that_backend_with_every_report(tmp_path: Path, backend: str,
+                                                                           cause: str) -> None:
+    done = _check(tmp_path, backend, "--startup-timeout", "5")
+    _assert_failed_with_reports(done, tmp_path)
+    cell = _cells(tmp_path)[(backend, "(loading)")]
+    assert cell["verdict"] == "fail" and cause in _reasons(cell), _reasons(cell)
+
+
+@pytest.mark.parametrize("backend", ["exit_at_import:Backend", "os_exit_at_import:Backend"])
+def test_the_pytest_route_fails_an_exit_while_loading_too(tmp_path: Path, backend: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", "--backend", backend,
+                           "--tier", "quick", "--mxgate-json", "m.json", "--junitxml", "j.xml", "-p", "no:cacheprovider",
+                           "-q"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "m.json").is_file() and _junit_problems(tmp_path / "j.xml") > 0
+
+
+@pytest.mark.parametrize("extra", [[], ["--allow-unsupported"]], ids=["plain", "allow-unsupported"])
+def test_a_name_that_is_no_backend_is_a_usage_error_whatever_the_flags(tmp_path: Path, extra: list[str]) -> None:
+    done = _check(tmp_path, "os:getcwd", *extra, timeout=120)
+    assert done.returncode == outcome.EXIT_USAGE, done.stdout + done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "not a mxgate.kernels.Backend" in done.stderr
+    assert not (tmp_path / "m.json").exists() and "mxgate check: tier" not in done.stdout
+
+
+# --- route 2: writing into the inputs -------------------------------------------------------------
+
+@pytest.mark.parametrize("backend, op", [
+    ("dishonest_backends:nan_into_input", "e2m1.encode"),
+    ("dishonest_backends:zeroes_input", "e2m1.encode"),
+    ("dishonest_backends:zeroes_input", "mx.quantize"),
+])
+def test_a_kernel_that_writes_into_its_input_fails(tmp_path: Path, backend: str, op: str) -> None:
+    done = _check(tmp_path, backend)
+    _assert_failed_with_reports(done, tmp_path)
+    cell = _cells(tmp_path)[(backend, op)]
+    assert cell["verdict"] == "fail" and "wrote into its input x" in _reasons(cell), _reasons(cell)
+
+
+# --- route 3: refusing the hard inputs ------------------------------------------------------------
+
+def test_refusing_inputs_the_contract_does_not_exclude_fails(tmp_path: Path) -> None:
+    backend = "dishonest_backends:refuses_hard"
+    _assert_failed_with_reports(_check(tmp_path, backend), tmp_path)
+    for op in ("e2m1.encode", "mx.quantize"):
+        cell = _cells(tmp_path)[(backend, op)]
+        assert cell["verdict"] == "fail", cell
+        assert "refused inputs its declared contract does not exclude (OutsideContract: NaN or |x| > 6)" in _reasons(cell)
+
+
+def test_a_declared_contract_is_honoured_and_the_cell_says_how_much_was_judged(tmp_path: Path) -> None:
+    backend = "dishonest_backends:declares_hard"
+    done = _check(tmp_path, backend)
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
+    cell = _cells(tmp_path)[(backend, "e2m1.encode")]
+    judged = cell["counts"]["exact"] + cell["counts"]["acceptable"]
+    outside = cell["counts"]["unsupported"]
+    assert judged and outside
+    assert f"({judged} of {judged + outside} configs judged)" in done.stdout
+    assert "this kernel's contract is finite |x| <= 6" in " ".join(cell["unsupported_reasons"])
+
+
+# --- route 4: wrong on some calls ------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("tier", ["quick", "default"])
+def test_a_kernel_wrong_on_one_call_in_twenty_fails(tmp_path: Path, seed: int, tier: str) -> None:
+    """Seeded: each seed goes wrong on the same calls every run (the catch rate over truly
+    random runs is measured by benchmarks/flaky_catch_rate.py)."""
+    backend = "dishonest_backends:flaky_seeded"
+    done = subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", backend, "--tier", tier, *REPORTS],
+                          cwd=tmp_path, env=_env(FLAKY_SEED=str(seed)), capture_output=True, text=True, timeout=600)
+    _assert_failed_with_reports(done, tmp_path)
+    cells = _cells(tmp_path)
+    assert any(cells[(backend, op)]["verdict"] == "fail" for op in ("e2m1.encode", "mx.quantize"))
+
+
+def test_repeat_calls_name_the_first_differing_element() -> None:
+    from mxgate.kernels.isolation import first_difference
+
+    a = (__import__("numpy").arange(6, dtype="uint8").reshape(2, 3), 1.5)
+    b = (a[0].copy(), 1.5)
+    assert first_difference(a, b) is None
+    b[0][1, 2] ^= 0x10
+    assert first_difference(a, b) == "result[0] at (1, 2): bytes 0x05 then 0x15 (1 of 6 elements differ)"
+    np = __import__("numpy")
+    nan = np.float32([np.nan, -0.0])
+    other = np.float32([-np.nan, 0.0])
+    assert "(2 of 2 elements differ)" in first_difference(nan, other)  # NaN sign and the sign of zero count
+
+
+# --- route 5: the kernel can tell it is being tested ------------------------------------------------
+
+def test_the_worker_environment_says_nothing_of_the_gate(tmp_path: Path) -> None:
+    backend = "dishonest_backends:detects_gate"
+    done = _check(tmp_path, backend, MXGATE_TIMEOUT="300")
+    _assert_failed_with_reports(done, tmp_path)
+    assert _cells(tmp_path)[(backend, "e2m1.encode")]["verdict"] == "fail"
+
+
+# --- route 6: the worker's pipe -----------------------------------------------------------------
+
+def test_a_forged_reply_on_the_workers_pipe_is_a_fail(tmp_path: Path) -> None:
+    backend = "dishonest_backends:forges_reply"
+    done = _check(tmp_path, backend)
+    _assert_failed_with_reports(done, tmp_path)
+    cell = _cells(tmp_path)[(backend, "e2m1.encode")]
+    assert cell["verdict"] == "fail" and "a reply the gate did not ask for" in _reasons(cell), _reasons(cell)
+
+
+def test_a_child_forked_into_the_worker_loop_shifts_no_reply(tmp_path: Path) -> None:
+    backend = "dishonest_backends:forks_into_loop"
+    done = _check(tmp_path, backend)
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _cells(tmp_path)[(backend, "e2m1.encode")]["verdict"] in ("exact", "acceptable")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its parent counts as gone
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_no_child_of_a_kernel_outlives_the_run(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    done = _check(tmp_path, "dishonest_backends:forks_sleeper", DISHONEST_MARKERS=str(markers))
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
+    pids = [int(p.read_text()) for p in markers.glob("sleeper-*")]
+    assert pids
+    deadline = time.monotonic() + 10
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in pids if _alive(pid)]
+
+
+# --- route 7: mxgate sweep --device is isolated -------------------------------------------------
+
+@pytest.mark.parametrize("backend, says", [
+    ("faulty_backends:Raising", "raised ValueError: planted ValueError from the kernel"),
+    ("faulty_backends:Segfault", "crashed: signal 11 (SIGSEGV)"),
+    ("faulty_backends:Hanging", "timeout after 5 s"),
+    ("dishonest_backends:forges_reply", "a reply the gate did not ask for"),
+    ("os_exit_at_import:Backend", "failed to load"),
+])
+def test_a_faulty_encoder_in_the_device_sweep_is_a_fail(tmp_path: Path, backend: str, says: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "mxgate", "sweep", "e2m1", "--device", "cpu", "--backend", backend,
+                           "--chunk-bits", "16", "--chunks", "1", "--quiet", "--timeout", "5"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == outcome.EXIT_FAIL, done.stdout + done.stderr
+    assert says in done.stdout, done.stdout + done.stderr
+
+
+# --- routes 8 and 9: interruption, and two runs on one report path ----------------------------------
+
+def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
+    run = subprocess.Popen([sys.executable, "-m", "mxgate", "check", "--backend", "dishonest_backends:hangs_marked",
+                            "--tier", "quick", "--timeout", "600", *REPORTS], cwd=tmp_path,
+                           env=_env(DISHONEST_MARKERS=str(markers)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    deadline = time.monotonic() + 300
+    while not (markers / "hung-worker").is_file():
+        assert run.poll() is None and time.monotonic() < deadline, "the hanging kernel never started"
+        time.sleep(0.2)
+    return run
+
+
+@pytest.mark.parametrize("number, status", [(signal.SIGTERM, outcome.EXIT_TERMINATED),
+                                            (signal.SIGINT, outcome.EXIT_INTERRUPTED)], ids=["SIGTERM", "SIGINT"])
+def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path: Path, number: int,
+                                                                       status: int) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    run = _start_hung_run(tmp_path, markers)
+    worker = int((markers / "hung-worker").read_text())
+    time.sleep(0.5)
+    run.send_signal(number)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == status, out[-3000:] + err[-3000:]
+    name = signal.Signals(number).name
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert report["interrupted"] == name and report["exit_status"] == status
+    assert f"Interrupted by {name}" in (tmp_path / "m.md").read_text()
+    assert _junit_problems(tmp_path / "j.xml") >= 1 and "interrupted" in (tmp_path / "j.xml").read_text()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(worker)
+
+
+def test_a_second_run_on_a_report_path_a_live_run_holds_is_refused(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    first = _start_hung_run(tmp_path, markers)
+    try:
+        second = _check(tmp_path, "oracle", timeout=120)
+        assert second.returncode == outcome.EXIT_USAGE, second.stdout + second.stderr
+        assert "another mxgate run (pid" in second.stderr and second.stderr.strip().count("\n") == 0
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=120)
+    again = _check(tmp_path, "oracle", timeout=600)  # the lock went with the first run
+    assert again.returncode == outcome.EXIT_PASS, again.stdout[-2000:] + again.stderr[-2000:]
