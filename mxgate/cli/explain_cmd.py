@@ -49,7 +49,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", help="shape of raw EXPECTED/ACTUAL files, e.g. 4,1,4,64,16")
     p.add_argument("--dtype", default="uint8", help="dtype of raw EXPECTED/ACTUAL (default uint8)")
     p.add_argument("--input-shape", help="shape of a raw --input file")
-    p.add_argument("--input-dtype", default="float32", help="dtype of a raw --input (default float32)")
+    p.add_argument("--input-dtype", default=None,
+                   help="dtype of a raw --input (default float32); bfloat16 also reads a .npy of uint16 "
+                        "(or int16) bf16 bit patterns, as torch's t.view(torch.uint16).numpy() gives")
     p.add_argument("--scales-shape", help="shape of raw --scales/--actual-scales files")
     p.add_argument("--profiles", help="comma-separated profiles to re-derive (default: all)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -74,7 +76,7 @@ def _dims(items: list[str]) -> dict[str, int]:
 
 
 def _load(args: argparse.Namespace) -> dict[str, object]:
-    from mxgate.explain.io import load_array, parse_dtype, parse_shape
+    from mxgate.explain.io import as_input, load_array, parse_dtype, parse_shape
 
     shape = parse_shape(args.shape, "--shape") if args.shape else None
     dtype = parse_dtype(args.dtype, "--dtype")
@@ -85,8 +87,9 @@ def _load(args: argparse.Namespace) -> dict[str, object]:
     }
     if args.input:
         ishape = parse_shape(args.input_shape, "--input-shape") if args.input_shape else None
-        kw["input"] = load_array(args.input, "--input", ishape,
-                                 parse_dtype(args.input_dtype, "--input-dtype"))
+        raw_dtype = parse_dtype(args.input_dtype or "float32", "--input-dtype")
+        kw["input"] = as_input(load_array(args.input, "--input", ishape, raw_dtype), args.input, "--input",
+                               args.input_dtype)
     sshape = parse_shape(args.scales_shape, "--scales-shape") if args.scales_shape else None
     if args.scales:
         kw["scales"] = _scales(args.scales, sshape)

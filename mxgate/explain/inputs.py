@@ -458,7 +458,12 @@ def _as_float_input(x: object) -> np.ndarray:
         return x
     if x.dtype == np.float16 or (_BF16 is not None and x.dtype == _BF16):
         return x.astype(np.float32)
-    raise TypeError(f"input must have dtype float32, bfloat16 or float16, got {x.dtype}")
+    hint = ""
+    if x.dtype in (np.dtype(np.uint16), np.dtype(np.int16)):
+        hint = "; bf16 bit patterns are read as bf16 with x.view(ml_dtypes.bfloat16)"
+    elif x.dtype.kind == "V" and x.dtype.itemsize == 2:
+        hint = "; np.load gives |V2 for a saved ml_dtypes bfloat16 array: x.view(ml_dtypes.bfloat16)"
+    raise TypeError(f"input must have dtype float32, bfloat16 or float16, got {x.dtype}{hint}")
 
 
 def _groups(f: FieldInfo) -> int:

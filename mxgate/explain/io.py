@@ -7,6 +7,7 @@ import math
 import os
 import zipfile
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -88,8 +89,39 @@ def _sniff(path: Path, what: str, suffix: str) -> None:
         raise ValueError(f"{what}: {path.name} is not an .npz archive (not a zip file)")
 
 
+def check_npy_header(fh: BinaryIO, size: int, what: str, name: str) -> None:
+    """ValueError unless the .npy stream ``fh`` (at its start, ``size`` bytes long) holds all
+    the data its header claims. Without this a header claiming a huge shape makes NumPy try to
+    allocate it (MemoryError) before it notices the file is short."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    else:  # 2.0 and 3.0 share the header's framing (3.0 only allows utf-8 field names)
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    need = math.prod(shape) * dtype.itemsize  # Python ints: a huge shape cannot wrap
+    have = size - fh.tell()
+    if need > have:
+        raise ValueError(f"{what}: {name} claims shape {shape} of {dtype} ({need} bytes) but holds "
+                         f"{max(have, 0)} bytes of data: a truncated or damaged .npy file")
+
+
+def _member(archive: Any, key: str) -> str:
+    names = archive.zip.namelist()
+    return key if key in names else f"{key}.npy"
+
+
+def _archive_array(archive: Any, path: Path, what: str, key: str) -> np.ndarray:
+    """One array of an open .npz, its header checked against the member's size first."""
+    member = _member(archive, key)
+    with archive.zip.open(member) as fh:
+        check_npy_header(fh, archive.zip.getinfo(member).file_size, what, f"{path.name}:{key}")
+    return archive[key]
+
+
 def _open(path: Path, what: str, suffix: str, key: str | None) -> np.ndarray:
     if suffix == ".npy":
+        with path.open("rb") as fh:
+            check_npy_header(fh, path.stat().st_size, what, path.name)
         return np.load(path, allow_pickle=False)
     with np.load(path, allow_pickle=False) as archive:
         names = list(archive.files)
@@ -101,7 +133,7 @@ def _open(path: Path, what: str, suffix: str, key: str | None) -> np.ndarray:
         if key not in names:
             raise ValueError(f"{what}: {path.name} has no array {key!r} "
                              f"(it holds {', '.join(names)})")
-        return archive[key]
+        return _archive_array(archive, path, what, key)
 
 
 def load_archive(path: Path, what: str) -> dict[str, np.ndarray]:
@@ -110,7 +142,7 @@ def load_archive(path: Path, what: str) -> dict[str, np.ndarray]:
     _sniff(path, what, ".npz")
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
+            return {name: _archive_array(archive, path, what, name) for name in archive.files}
     except (ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise _unreadable(path, what, ".npz", exc) from None
     except OSError as exc:
@@ -162,3 +194,30 @@ def _load_raw(path: Path, what: str, shape: tuple[int, ...] | None,
         raise ValueError(f"{what}: {path.name} has {size} bytes; shape {shape} of {dt.name} "
                          f"needs {want}")
     return np.fromfile(path, dtype=dt).reshape(shape)
+
+
+def _bfloat16(what: str) -> np.dtype:
+    return parse_dtype("bfloat16", what)
+
+
+def as_input(arr: np.ndarray, spec: str, what: str, dtype_name: str | None) -> np.ndarray:
+    """The quantizer's input as read from a file, given ``--input-dtype`` (None: not given).
+
+    bf16 comes three ways: an ml_dtypes bfloat16 array (np.save writes it as the 2-byte void
+    '|V2'), or the bit patterns of a torch bf16 tensor (``t.view(torch.uint16).numpy()``, or
+    int16), which are bf16 only when ``--input-dtype bfloat16`` says so. Any other disagreement
+    between the file's dtype and the flag is an error: nothing is converted silently."""
+    name = _split_key(spec)[0].name
+    if arr.dtype.kind == "V" and arr.dtype.itemsize == 2 and arr.dtype.fields is None:
+        if dtype_name not in (None, "bfloat16"):
+            raise ValueError(f"{what}: {name} holds ml_dtypes bfloat16 (|V2), --input-dtype says {dtype_name}")
+        return arr.view(_bfloat16(what))
+    if arr.dtype in (np.dtype(np.uint16), np.dtype(np.int16)):
+        if dtype_name == "bfloat16":
+            return arr.view(_bfloat16(what))
+        said = "" if dtype_name is None else f" (--input-dtype says {dtype_name})"
+        raise ValueError(f"{what}: {name} holds {arr.dtype} values{said}; if they are bf16 bit patterns, "
+                         "pass --input-dtype bfloat16")
+    if dtype_name is not None and arr.dtype != parse_dtype(dtype_name, "--input-dtype"):
+        raise ValueError(f"{what}: {name} holds {arr.dtype}, --input-dtype says {dtype_name}")
+    return arr
