@@ -3,7 +3,8 @@
 Oracle order (``topk_indices``): per row, candidates are the cells with a non-NaN value above
 -inf (inside the window when one is given); they are ranked by value, larger first, and equal
 values by column index, smaller first. The first k are returned in that order; rows with fewer
-than k candidates are padded with -1 (as the kernels pad).
+than k candidates are padded with -1 (as the kernels pad), so k may exceed the row width, up to
+``MAX_TOPK``.
 
 A backend's choice is judged against the admissible sets (ties and near-ties inside the
 rigorous bound) by ``mxgate.conformance.judge.check_topk``.
@@ -14,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from mxgate.oracle.arguments import allocation, integer, shown
+
+MAX_TOPK = 2**31 - 1  # the kernels write top-k indices as int32: no k of theirs is larger
 
 
 def candidates(values: np.ndarray, window: np.ndarray | None) -> np.ndarray:
@@ -29,6 +32,10 @@ def topk_indices(values: np.ndarray, k: int, window: np.ndarray | None = None) -
         raise ValueError(f"values must have shape [rows, columns], got {values.shape}")
     k = integer(k, "k", minimum=0)
     rows, n = values.shape
+    if k > n and k > MAX_TOPK:
+        # columns past the width only pad; a k no kernel can have must not become a MemoryError
+        raise ValueError(f"k={shown(k)} is too large: it exceeds the row width {n} (columns past it are "
+                         f"only -1 padding) and 2^31 - 1, the most top-k columns an int32 index output holds")
     allocation(rows * k, 8, f"k={shown(k)}", f"the top-k indices of {rows} rows")
     cand = candidates(values, window)
     key = np.where(cand, values.astype(np.float64), -np.inf)
