@@ -5,24 +5,21 @@ from __future__ import annotations
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle.parallel import run_ranges
+from mxgate.oracle.parallel import run_blocks, scratch
 from mxgate.oracle.arguments import as_float32, as_uint8, check_group
 from mxgate.oracle.bits import ABS32, EXP32
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.formats.e8m0 import decode_e8m0
-from mxgate.oracle.rounding import CHUNK, lookup
-from mxgate.oracle.scales import e8m0_scale
+from mxgate.oracle.scales import e8m0_scale_of_bits
 
 
-def _amax_rows(groups: np.ndarray, first: int, last: int, out: np.ndarray, ignore_nan: bool) -> None:
-    """out[first:last] = max magnitude bits of groups[first:last], chunked to stay in cache."""
-    rows = max(CHUNK // groups.shape[1], 1)
-    for start in range(first, last, rows):
-        stop = min(start + rows, last)
-        magnitude = groups[start:stop] & ABS32
-        if ignore_nan:
-            magnitude[magnitude > EXP32] = 0
-        np.max(magnitude, axis=1, out=out[start:stop])
+_BLOCK_ELEMENTS = 1 << 20  # elements per scheduled block: one e8m0_scale call, threads' unit of work
+_CHUNK_ELEMENTS = 1 << 17  # elements per pass inside a block: temporaries stay in L2 (measured)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_U32 = np.uint64(32)
+_KEEP_BITS = 11  # e2m1's rounding index (see rounding.lookup)
+_SHIFT = np.uint32(31 - _KEEP_BITS)
+_STICKY = np.uint32((1 << (31 - _KEEP_BITS)) - 1)
 
 
 def quantize_mx(
@@ -37,48 +34,123 @@ def quantize_mx(
     x32 = as_float32(x, "x")
     if x32.ndim == 0:
         raise ValueError("x must have at least one dimension")
-    check_group(x32.shape[-1], group, "x")
+    group = check_group(x32.shape[-1], group, "x")
     groups = np.ascontiguousarray(x32).reshape(-1, group)
-    bits = groups.view(np.uint32)
-    amax = np.empty(groups.shape[0], dtype=np.uint32)
-    scales = np.empty(groups.shape[0], dtype=np.uint8)
-    packed = np.empty((groups.shape[0], group // 2), dtype=np.uint8)
-    table = e2m1.table(p)
-    reciprocals = e2m1.e8m0_divisor_reciprocals(p)
-    rows_per_chunk = max(CHUNK // group, 1)
+    count = groups.shape[0]
+    scales = np.empty(count, dtype=np.uint8)
+    packed = np.empty((count, group // 2), dtype=np.uint8)
+    plan = _Plan(group, p)
+    chunk_rows = max(_CHUNK_ELEMENTS // group, 1)
+    block_rows = chunk_rows * max(_BLOCK_ELEMENTS // (chunk_rows * group), 1)
 
     def work(first: int, last: int) -> None:
-        # One thread does every stage for its rows: amax, scales, then scale-and-round, so the
-        # scale arithmetic is parallel too and each chunk is read while it is still in cache.
-        _amax_rows(bits, first, last, amax, p.amax_nan == "ignore")
-        scales[first:last] = e8m0_scale(amax[first:last].view(np.float32), p)
-        factor = reciprocals[scales[first:last]]
-        codes = np.empty((rows_per_chunk, group), dtype=np.uint8)
-        for start in range(first, last, rows_per_chunk):
-            stop = min(start + rows_per_chunk, last)
-            part = codes[: stop - start]
-            scaled = groups[start:stop] * factor[start - first : stop - first, None]
-            lookup(scaled.view(np.uint32), table, 11, out=part)
-            _pack_into(part, packed[start:stop])
+        _quantize_block(groups, first, last, chunk_rows, plan, scales, packed)
 
-    run_ranges(groups.shape[0], work, weight=group)
+    run_blocks(count, work, block_rows)
     if p.nan_scale == "nan":
         # Blocks under a NaN scale take the slow path, which picks the surviving NaN explicitly.
-        nan_blocks = scales.reshape(-1) == 0xFF
+        nan_blocks = scales == 0xFF
         if nan_blocks.any():
-            slow = e2m1.encode_e2m1(groups[nan_blocks], p, scale=scales.reshape(-1)[nan_blocks, None])
+            slow = e2m1.encode_e2m1(groups[nan_blocks], p, scale=scales[nan_blocks, None])
             packed[nan_blocks] = e2m1.pack_nibbles(slow)
     packed = packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
     return packed, scales.reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
 
 
-def _pack_into(codes: np.ndarray, out: np.ndarray) -> None:
-    # A little-endian uint16 pair is c0 | c1 << 8 with codes < 16, so (pair >> 4) | pair has
-    # c0 | c1 << 4 in its low byte; the cast keeps exactly that byte.
-    pairs = codes.view(np.uint16)
-    merged = pairs >> np.uint16(4)
-    merged |= pairs
-    np.copyto(out, merged, casting="unsafe")
+class _Plan:
+    """What every block of one call shares: the layout of a transposed chunk and the tables.
+
+    A chunk of r groups is transposed to unit-major order [units, r, lanes]: a unit is 4 lanes
+    (16 bytes) when the group divides into them, else 2, and it moves as one complex128 or
+    uint64 item, which copies raw bytes (NaN payloads included). Every elementwise step and
+    the max over a group's units then run over long contiguous runs instead of rows of 32.
+    """
+
+    def __init__(self, group: int, p: _profiles.Profile) -> None:
+        self.profile = p
+        self.group = group
+        self.lanes = 4 if group % 4 == 0 else 2
+        self.units = group // self.lanes
+        self.unit = np.dtype(np.complex128 if self.lanes == 4 else np.uint64)
+        self.ignore_nan = p.amax_nan == "ignore"
+        self.low, self.high = _nibble_tables(e2m1.table(p))
+        self.reciprocals = e2m1.e8m0_divisor_reciprocals(p)
+
+
+def _nibble_tables(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The code table as the low nibble (even element) and the high nibble (odd element)."""
+    high = (table << np.uint8(4)).astype(np.uint8)
+    return table, high
+
+
+def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, plan: _Plan,
+                    scales: np.ndarray, packed: np.ndarray) -> None:
+    """Groups [first, last): amax per chunk into a transposed copy, the block's scales from one
+    table lookup, then scale-and-round each chunk from that copy straight into packed bytes."""
+    group, lanes, units = plan.group, plan.lanes, plan.units
+    rows = last - first
+    half = chunk_rows * group // 2
+    moved = scratch("mx.moved", rows * group, np.uint32)  # the block, chunk by chunk transposed
+    work = scratch("mx.work", chunk_rows * group, np.uint32)
+    amax = scratch("mx.amax", rows, np.uint32)
+    lane_max = scratch("mx.lane_max", chunk_rows * lanes, np.uint32)
+    even = scratch("mx.even", max(half, rows), np.intp)
+    low = scratch("mx.low", half, np.uint8)
+    high = scratch("mx.high", half, np.uint8)
+    factor = scratch("mx.factor", chunk_rows * lanes, np.float32)
+
+    for start in range(0, rows, chunk_rows):
+        r = min(chunk_rows, rows - start)
+        t = moved[start * group : (start + r) * group]
+        source = groups[first + start : first + start + r]
+        np.copyto(t.view(plan.unit).reshape(units, r), source.view(plan.unit).reshape(r, units).T)
+        magnitude = work[: r * group]
+        np.bitwise_and(t, ABS32, out=magnitude)
+        if plan.ignore_nan:
+            nan = magnitude > EXP32
+            if nan.any():
+                magnitude[nan] = 0
+        m = lane_max[: r * lanes]
+        np.maximum.reduce(magnitude.reshape(units, r * lanes), axis=0, out=m)
+        per_lane = m.reshape(r, lanes)
+        out = amax[start : start + r]
+        np.maximum(per_lane[:, 0], per_lane[:, 1], out=out)
+        for lane in range(2, lanes):
+            np.maximum(out, per_lane[:, lane], out=out)
+
+    block_scales = scales[first:last]
+    e8m0_scale_of_bits(amax, plan.profile, out=block_scales, scratch=even[:rows])
+    divisor = plan.reciprocals[block_scales]
+
+    for start in range(0, rows, chunk_rows):
+        r = min(chunk_rows, rows - start)
+        n = r * group
+        t = moved[start * group : start * group + n]
+        f = factor[: r * lanes]
+        for lane in range(lanes):
+            f[lane::lanes] = divisor[start : start + r]
+        values = t.view(np.float32).reshape(units, r * lanes)
+        np.multiply(values, f, out=values)
+        # rounding.lookup's index: kept bits, the lowest of them OR'd with "any lower bit set"
+        index = work[:n]
+        np.bitwise_and(t, _STICKY, out=index)
+        index += _STICKY
+        index |= t
+        index >>= _SHIFT
+        # little-endian pairs: the even element's index is the low word, the odd one's the high
+        pairs = index.view(np.uint64)
+        e = even[: n // 2]
+        np.bitwise_and(pairs, _LOW32, out=e.view(np.uint64))
+        pairs >>= _U32  # in place: now the odd elements' indices, as intp
+        lo, hi = low[: n // 2], high[: n // 2]
+        np.take(plan.low, e, out=lo, mode="wrap")
+        np.take(plan.high, pairs.view(np.intp), out=hi, mode="wrap")
+        lo |= hi
+        target = packed[first + start : first + start + r]
+        if lanes == 4:  # two packed bytes per unit: move them as one uint16
+            np.copyto(target.view(np.uint16).reshape(r, units), lo.view(np.uint16).reshape(units, r).T)
+        else:
+            np.copyto(target.reshape(r, units), lo.reshape(units, r).T)
 
 
 def dequantize_mx(

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mxgate.oracle.parallel import run_ranges
+from mxgate.oracle.parallel import run_blocks, scratch
 
 CHUNK = 1 << 16  # elements per pass: keeps temporaries in cache (measured fastest)
+BLOCK = 1 << 20  # elements per block shared out to the threads (parallel.run_blocks)
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,26 @@ def lookup(u: np.ndarray, table: np.ndarray, keep_bits: int, out: np.ndarray | N
     """Apply a rounding table to float32 bit patterns ``u`` (any shape), chunk by chunk."""
     flat = np.ascontiguousarray(u, dtype=np.uint32).reshape(-1)
     result = np.empty(flat.shape, dtype=table.dtype) if out is None else out.reshape(-1)
-    # (u >> shift) holds the kept bits and, in its lowest bit, the first dropped bit; OR-ing in
-    # "any lower bit set" turns that lowest bit into the sticky bit: one pass fewer than masking.
+    # The index is (u >> shift) with its lowest bit (the first dropped bit) OR'd with "any lower
+    # bit set", the sticky bit. (u & mask) + mask carries into bit ``shift`` exactly when some
+    # bit under it is set, and stays below 2^(shift+1): OR-ing it into u sets that bit, and
+    # only it, as the sticky bit: four in-place passes on a reused buffer, no boolean temporary.
     shift = np.uint32(31 - keep_bits)
     sticky_mask = np.uint32((1 << (31 - keep_bits)) - 1)
 
     def work(first: int, last: int) -> None:
+        index = scratch("rounding.index", min(CHUNK, last - first), np.uint32)
+        wide = scratch("rounding.wide", min(CHUNK, last - first), np.intp)  # take's own index type
         for start in range(first, last, CHUNK):
             stop = min(start + CHUNK, last)
             part = flat[start:stop]
-            index = part >> shift
-            index |= (part & sticky_mask) != 0
-            np.take(table, index, out=result[start:stop])
+            i, w = index[: stop - start], wide[: stop - start]
+            np.bitwise_and(part, sticky_mask, out=i)
+            i += sticky_mask
+            i |= part
+            i >>= shift
+            np.copyto(w, i)
+            np.take(table, w, out=result[start:stop], mode="wrap")  # every index < table.size
 
-    run_ranges(flat.size, work)
+    run_blocks(flat.size, work, BLOCK)
     return result.reshape(np.shape(u))

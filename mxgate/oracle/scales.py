@@ -138,6 +138,78 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
     return biased.astype(np.uint8)
 
 
+_HALF = 1 << 16  # patterns per table range: one per value of the top 16 bits
+_RANGES = 1 << 15  # sign-clear patterns have top 16 bits below 0x8000
+
+
+class _ScaleTable:
+    """e8m0_scale over each range of 2^16 sign-clear amax patterns sharing their top 16 bits.
+
+    e8m0_scale is a non-decreasing function of a non-negative amax under every policy (each
+    step is: max with a floor, a positive multiply or division rounded to nearest, a ceil or
+    floor of a binade, a clip); a NaN or Inf range is constant. A range whose first and last
+    patterns differ by one byte therefore changes once, at ``threshold`` (found by bisection on
+    e8m0_scale itself); a range they span by more is ``irregular`` and goes to e8m0_scale.
+    """
+
+    def __init__(self, p: _profiles.Profile) -> None:
+        top = np.arange(_RANGES, dtype=np.uint32) << np.uint32(16)
+        with np.errstate(invalid="ignore"):
+            first = e8m0_scale(top.view(np.float32), p).astype(np.int64)
+            last = e8m0_scale((top | np.uint32(_HALF - 1)).view(np.float32), p).astype(np.int64)
+        steps = np.flatnonzero(last - first == 1)
+        below = np.zeros(steps.size, np.int64)  # f(below) is first's byte
+        above = np.full(steps.size, _HALF - 1, np.int64)  # f(above) is last's byte
+        while steps.size and (above - below).max() > 1:
+            middle = (below + above) // 2
+            with np.errstate(invalid="ignore"):
+                moved = e8m0_scale((top[steps] | middle.astype(np.uint32)).view(np.float32), p) > first[steps]
+            above = np.where(moved, middle, above)
+            below = np.where(moved, below, middle)
+        threshold = np.full(_RANGES, _HALF, np.uint32)  # low 16 bits never reach it: constant
+        threshold[steps] = above.astype(np.uint32)
+        self.first = first.astype(np.uint8)
+        self.threshold = threshold
+        self.irregular = (last - first < 0) | (last - first > 1)
+        self.any_irregular = bool(self.irregular.any())
+        self.profile = p
+        for table in (self.first, self.threshold, self.irregular):
+            table.setflags(write=False)
+
+
+@cache
+def _scale_table(p: _profiles.Profile) -> _ScaleTable:
+    return _ScaleTable(p)
+
+
+def e8m0_scale_of_bits(bits: np.ndarray, profile: str | _profiles.Profile = "gfx950", *,
+                       out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
+    """e8m0_scale of float32 amax bit patterns with the sign bit clear (uint32, 1-d), by table:
+    the same bytes, in a few passes (two lookups by the top 16 bits, one compare).
+
+    out: uint8 result buffer; scratch: an intp buffer of the same size (both optional).
+    """
+    p = _profiles.get(profile)
+    table = _scale_table(p)
+    u = np.asarray(bits)
+    if u.dtype != np.uint32 or u.ndim != 1:
+        raise TypeError("bits must be a 1-d uint32 array of amax bit patterns")
+    if u.size and u.max() > ABS32:
+        raise ValueError("bits must have the sign bit clear (an amax is >= 0)")
+    top = np.empty(u.size, np.intp) if scratch is None else scratch
+    result = np.empty(u.size, np.uint8) if out is None else out
+    np.right_shift(u, np.uint32(16), out=top, casting="unsafe")
+    np.take(table.first, top, out=result, mode="wrap")
+    limit = np.take(table.threshold, top, mode="wrap")
+    low = u & np.uint32(_HALF - 1)
+    result += low >= limit
+    if table.any_irregular:
+        irregular = np.take(table.irregular, top, mode="wrap")
+        if irregular.any():
+            result[irregular] = e8m0_scale(u[irregular].view(np.float32), p)
+    return result
+
+
 def ue8m0_round(s: np.ndarray, rounding: str = "log2f") -> np.ndarray:
     """Power-of-two scale at or above s: exp2f(ceilf(log2f(s))) ('log2f') or bitwise ceil_pow2.
 

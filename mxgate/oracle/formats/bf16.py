@@ -6,9 +6,11 @@ import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import as_float32
-from mxgate.oracle.parallel import run_ranges
+from mxgate.oracle.parallel import run_blocks, scratch
 from mxgate.oracle.bits import ABS32, EXP32, f32_bits
-from mxgate.oracle.rounding import CHUNK
+from mxgate.oracle.rounding import BLOCK, CHUNK
+
+_U16 = np.uint32(16)
 
 
 def bf16_bits(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
@@ -21,20 +23,28 @@ def bf16_bits(x: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.
     out = np.empty(u.shape, dtype=np.uint16)
 
     def work(first: int, last: int) -> None:
-        for start in range(first, last, CHUNK):  # cache-sized chunks: four passes stay in cache
+        buffer = scratch("bf16.odd", min(CHUNK, last - first), np.uint32)
+        with np.errstate(invalid="ignore"):  # the NaN test below reads signalling NaNs too
+            _round(first, last, buffer)
+
+    def _round(first: int, last: int, buffer: np.ndarray) -> None:
+        for start in range(first, last, CHUNK):  # cache-sized chunks: the passes stay in cache
             part = u[start : min(start + CHUNK, last)]
-            odd = part >> np.uint32(16)
+            odd = buffer[: part.size]
+            np.right_shift(part, _U16, out=odd)
             odd &= np.uint32(1)
             odd += part
-            odd += np.uint32(0x7FFF)
-            odd >>= np.uint32(16)
+            odd += np.uint32(0x7FFF)  # u + 0x7FFF + (bit 16): rounds half to even at bit 16
+            odd >>= _U16
             target = out[start : start + part.size]
             np.copyto(target, odd, casting="unsafe")
-            nan = (part & ABS32) > EXP32
-            if nan.any():  # rare: only then pay for the NaN rule
+            # A NaN anywhere makes the float max NaN (NumPy's max propagates NaN): only then pay
+            # for finding the NaNs and applying the profile's NaN rule.
+            if np.isnan(np.max(part.view(np.float32))):
+                nan = (part & ABS32) > EXP32
                 target[nan] = _nan_bits(part[nan], p)
 
-    run_ranges(u.size, work)
+    run_blocks(u.size, work, BLOCK)
     return out.reshape(np.shape(x))
 
 
