@@ -120,14 +120,14 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
 
     block_scales = scales[first:last]
     e8m0_scale_of_bits(amax, plan.profile, out=block_scales, scratch=even[:rows])
-    divisor = plan.reciprocals[block_scales]
+    divisor = np.take(plan.reciprocals, block_scales)
 
     for start in range(0, rows, chunk_rows):
         r = min(chunk_rows, rows - start)
         n = r * group
         t = moved[start * group : start * group + n]
         f = factor[: r * lanes]
-        for lane in range(lanes):
+        for lane in range(lanes):  # strided copies release the GIL (np.repeat does not)
             f[lane::lanes] = divisor[start : start + r]
         values = t.view(np.float32).reshape(units, r * lanes)
         np.multiply(values, f, out=values)
