@@ -14,7 +14,7 @@ _SIGNAL = pytest.StashKey[str]()
 def install(config: pytest.Config) -> None:
     """Turn SIGTERM into the KeyboardInterrupt pytest already handles, remembering which it was."""
 
-    def terminated(number: int, frame: Any) -> None:
+    def terminated(number: int, frame: Any) -> None:  # noqa: ARG001
         config.stash[_SIGNAL] = "SIGTERM"
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the run at once
         raise KeyboardInterrupt("SIGTERM")
@@ -25,8 +25,9 @@ def install(config: pytest.Config) -> None:
         pass
 
 
-def which(config: pytest.Config, exitstatus: int) -> str | None:
-    """'SIGTERM', 'SIGINT' or None: what interrupted this run."""
-    if _SIGNAL in config.stash:
-        return config.stash[_SIGNAL]
-    return "SIGINT" if int(exitstatus) == int(pytest.ExitCode.INTERRUPTED) else None
+def which(config: pytest.Config, pytest_status: int | None = None) -> str | None:
+    """'SIGTERM', 'SIGINT' or None: what interrupted this run (pytest's own status tells a
+    SIGINT; ask once with it, when the session finishes, and later without)."""
+    if _SIGNAL not in config.stash and pytest_status is not None:
+        config.stash[_SIGNAL] = "SIGINT" if int(pytest_status) == int(pytest.ExitCode.INTERRUPTED) else ""
+    return config.stash.get(_SIGNAL, "") or None

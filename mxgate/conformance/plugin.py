@@ -682,8 +682,7 @@ def _junit_interrupted(config: pytest.Config, stopped: str) -> None:
 
 def _report(config: pytest.Config) -> dict[str, Any]:
     status = config.stash.get(_STATUS, None)
-    stopped = interruption.which(config, status or 0) if status in (outcome.EXIT_INTERRUPTED, outcome.EXIT_TERMINATED) \
-        else None
+    stopped = interruption.which(config)
     return _matrix.build(results(config), unavailable_backends(config), tier=config.getoption("--tier"),
                          device=config.getoption("--device"), hypothesis_profile=hypothesis_settings.current(),
                          exit_status=status, interrupted=stopped)

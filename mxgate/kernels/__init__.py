@@ -23,7 +23,7 @@ from mxgate.kernels.base import DEVICES, Availability, Backend, Op, OutsideContr
 ENTRY_POINT_GROUP = "mxgate.backends"
 
 
-class NotABackend(ValueError):
+class NotABackend(ValueError, TypeError):
     """The name does not name a backend: unknown, malformed, a module that does not exist, an
     attribute it lacks, or an object that is no Backend. A usage error, not a fault of a kernel."""
 

@@ -186,21 +186,21 @@ def _fresh(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return tuple(copy(a) for a in args), {k: copy(v) for k, v in kwargs.items()}
 
 
-def _leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
+def _leaves(value: Any, path: str) -> list[tuple[str, Any]]:
     """The result's parts as (where, value) pairs, in a fixed order."""
     if isinstance(value, (tuple, list)):
         return [leaf for i, v in enumerate(value) for leaf in _leaves(v, f"{path}[{i}]")]
     if isinstance(value, dict):
         return [leaf for k in sorted(value, key=str) for leaf in _leaves(value[k], f"{path}[{k!r}]")]
-    return [(path or "result", value)]
+    return [(path, value)]
 
 
-def first_difference(a: Any, b: Any) -> str | None:
+def first_difference(a: Any, b: Any, name: str = "result") -> str | None:
     """Where two results of the same call differ, byte for byte (NaN payloads and the sign of
     zero included), said in one phrase; None when they are identical."""
     import numpy as np
 
-    left, right = _leaves(a), _leaves(b)
+    left, right = _leaves(a, name), _leaves(b, name)
     if [w for w, _ in left] != [w for w, _ in right]:
         return f"a result of another structure ({len(right)} parts, not {len(left)})"
     for (where, x), (_, y) in zip(left, right):
@@ -362,9 +362,9 @@ def _answer(backend: Backend, op: str, args: tuple, kwargs: dict, repeats: "Repe
                 return "nondeterministic", f"call {attempt} on the same inputs refused them (OutsideContract: {error}) " \
                                            "where call 1 ran"
             rewritten = _arrays(again_args, again_kwargs)
-            difference = first_difference((_as_compared(op, result), [written.get(k) for k in sorted(written, key=str)]),
-                                          (_as_compared(op, again), [rewritten[k] if k in written else None
-                                                                     for k in sorted(written, key=str)]))
+            difference = first_difference(_as_compared(op, result), _as_compared(op, again))
+            for key in sorted(written, key=str):
+                difference = difference or first_difference(written[key], rewritten[key], f"buffer {key!r}")
             if difference is None:
                 difference = next((f"input {k!r} written by call {attempt}, not by call 1" for k in rewritten
                                    if k not in written and not np.array_equal(
@@ -648,7 +648,10 @@ def load(name: str, device: str = "cpu", *, timeout: float = DEFAULT_TIMEOUT_S,
 
     Raises NotABackend (a usage error) when the name is no backend, BackendLoadFailed when it
     did not load cleanly."""
-    return start_all([name], device, timeout=timeout, startup_timeout=startup_timeout, policy=policy)[name]
+    result = start_all([name], device, timeout=timeout, startup_timeout=startup_timeout, policy=policy)[name]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 _KEPT: dict[tuple[str, str, float, float], Any] = {}  # loads kept for a later start_all(keep=True) in this process
@@ -701,7 +704,4 @@ def isolate(backend: Backend | str, timeout: float = DEFAULT_TIMEOUT_S, *, devic
         name, device = backend.name, backend.device
     else:
         name, device = backend, device or "cpu"
-    outcome = start_all([name], device, timeout=timeout, startup_timeout=startup_timeout, policy=policy)[name]
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
+    return load(name, device, timeout=timeout, startup_timeout=startup_timeout, policy=policy)
