@@ -16,6 +16,7 @@ from mxgate.cli import main
 from mxgate.tools import bench
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
+WITH_MACHINE = [*bench.ORDER, bench.MACHINE_ONE, bench.MACHINE]
 
 
 class FakeClock:
@@ -74,6 +75,33 @@ def test_short_calls_are_looped_to_a_measurable_sample(monkeypatch: pytest.Monke
     assert os.environ["MXGATE_THREADS"] == "3"
 
 
+def test_machine_reference_runs_after_the_peer_in_every_repetition(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MXGATE_THREADS", raising=False)
+    clock, log = FakeClock(), []
+    ours = {"1": [1.0] * 3, "all": [1.0] * 3}
+    case = _logging_case(clock, log, ours, [1.0] * 3)
+
+    def machine(name: str, seconds: float):
+        def run() -> None:
+            log.append(name)
+            clock.now += seconds
+        return run
+
+    row = bench.measure(case, 1, 2, "v", clock=clock, min_sample_s=0, machine=(machine("m1", 3.0), machine("m", 2.0)))
+    assert log == ["oracle:1", "oracle:all", "peer:all", "m1", "m"] * 3
+    assert row.order == WITH_MACHINE * 2
+    assert row.machine_speedup_spread == bench.Spread(1.5, 1.5, 1.5, 1.5, 1.5)
+    plain = _logging_case(clock, [], {"1": [1.0] * 2, "all": [1.0] * 2}, [1.0] * 2)
+    without = bench.measure(plain, 1, 1, "v", clock=clock, min_sample_s=0)
+    assert without.machine_speedup_spread is None and without.as_dict()["machine_thread_speedup"] is None
+
+
+def test_machine_reference_does_the_same_work_on_one_and_on_every_thread() -> None:
+    one, many = bench.machine_reference(3)
+    one()
+    many()  # runs on a pool of 3: no error, no result to compare
+
+
 def test_repeats_must_be_positive() -> None:
     with pytest.raises(ValueError, match="repeats"):
         bench.measure(bench.Case("c", lambda: None, "p", lambda: None), 1, 0, "v")
@@ -97,7 +125,8 @@ def test_table_prints_the_peer_version_beside_every_ratio() -> None:
         assert cells[0] == row.case and cells[4] == f"{version} {row.peer}"
         assert cells[6].endswith(f"vs {version}") and cells[7].endswith(f"vs {version}")
         assert "(" in cells[6] and "-" in cells[6] and "(" in cells[8]  # the min-max spreads
-        assert row.repeats == 2 and row.order == list(bench.ORDER) * 2
+        assert row.repeats == 2 and row.order == WITH_MACHINE * 2
+        assert "(" in cells[9] and row.machine_speedup_spread is not None
 
 
 def test_cli_json_carries_versions_spreads_and_samples(capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +140,8 @@ def test_cli_json_carries_versions_spreads_and_samples(capsys: pytest.CaptureFix
             assert s["low"] <= s["q1"] <= s["median"] <= s["q3"] <= s["high"]
         assert r["ratio"] == pytest.approx(r["ratio_spread"]["median"], abs=0.006)
         assert all(len(v) == 3 for v in r["samples_ms"].values())
-        assert r["order"] == list(bench.ORDER) * 3
+        assert r["order"] == WITH_MACHINE * 3
+        assert set(r["machine_thread_speedup"]) == {"median", "low", "high", "q1", "q3"}
 
 
 def test_cli_table_header_names_threads_repeats_and_peer(capsys: pytest.CaptureFixture[str]) -> None:

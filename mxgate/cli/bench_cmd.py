@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
         threads = rows[0].threads if rows else 1
         print(f"mxgate bench: 2^{args.log2_size} float32 N(0, 4^2), seed {args.seed}, numpy {numpy.__version__}, "
               f"peer ml_dtypes {ml_dtypes.__version__}, {platform.machine()}, {threads} threads")
-        print(f"medians of {repeats} interleaved repetitions (oracle 1 thread, oracle {threads} threads, peer); "
-              "ratio = peer time / oracle time per repetition, (min-max) over repetitions")
+        print(f"medians of {repeats} interleaved repetitions (oracle 1 thread, oracle {threads} threads, peer, "
+              "machine reference); ratio = peer time / oracle time per repetition, (min-max) over repetitions; "
+              f"machine = plain NumPy work on {threads} threads / on 1: what free cores allowed then")
         print(format_table(rows))
     print(end="", flush=True)  # a closed pipe shows here, not at interpreter exit
     return 0

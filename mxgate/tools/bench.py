@@ -5,6 +5,8 @@ On a shared machine one timing swings with the neighbours' work, so each case is
 ``repeats`` times with its runs interleaved (oracle on one thread, oracle on every thread,
 peer; again), each repetition gives its own ratios from runs seconds apart at most, and a
 case reports the median ratio with its spread (min-max and quartiles) over repetitions.
+Each repetition also times the machine reference (the same plain NumPy work on one thread and
+on every thread): what a second thread could give at that moment, beside what it gave.
 A benchmark is a figure, never a test verdict: nothing here compares against a threshold.
 """
 
@@ -26,6 +28,7 @@ from mxgate.tools.optional import require
 
 ONE_THREAD, THREADS, PEER = "oracle_1thread", "oracle", "peer"
 ORDER = (ONE_THREAD, THREADS, PEER)  # the runs of one repetition, in the order they run
+MACHINE_ONE, MACHINE = "machine_1thread", "machine"  # the machine's own 1-vs-N-thread reference
 MIN_SAMPLE_S = 0.02  # a sample loops a call until it lasts this long (small sizes: timer noise)
 
 
@@ -110,6 +113,11 @@ class BenchRow:
         return self._per_repeat(ONE_THREAD, THREADS)
 
     @property
+    def machine_speedup_spread(self) -> Spread | None:
+        """The machine reference's time on one thread / on every thread, per repetition."""
+        return self._per_repeat(MACHINE_ONE, MACHINE) if MACHINE in self.samples else None
+
+    @property
     def ratio_1thread(self) -> float:
         return self.ratio_1thread_spread.median
 
@@ -133,6 +141,7 @@ class BenchRow:
             "ratio_1thread_spread": self.ratio_1thread_spread.as_dict(),
             "ratio_spread": self.ratio_spread.as_dict(),
             "thread_speedup": self.thread_speedup_spread.as_dict(),
+            "machine_thread_speedup": None if self.machine_speedup_spread is None else self.machine_speedup_spread.as_dict(),
             "samples_ms": {k: [round(v, 3) for v in vs] for k, vs in self.samples.items()},
             "order": list(self.order),
         }
@@ -171,9 +180,14 @@ def _sample_ms(function: Callable[[], object], loops: int, clock: Callable[[], f
 
 
 def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
-            clock: Callable[[], float] = time.perf_counter, min_sample_s: float = MIN_SAMPLE_S) -> BenchRow:
+            clock: Callable[[], float] = time.perf_counter, min_sample_s: float = MIN_SAMPLE_S,
+            machine: tuple[Callable[[], object], Callable[[], object]] | None = None) -> BenchRow:
     """One case: a warm-up of each run, then ``repeats`` repetitions of (1 thread, every
-    thread, peer), interleaved so that each repetition's ratios come from neighbouring runs."""
+    thread, peer), interleaved so that each repetition's ratios come from neighbouring runs.
+
+    machine: (one thread, every thread) of work that scales perfectly where cores are free;
+    run after the peer in each repetition, it says how much a second thread could give then.
+    """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     from mxgate.oracle.parallel import thread_count
@@ -184,15 +198,19 @@ def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
         THREADS: (case.ours, None, "all"),
         PEER: (case.peer, None, "peer"),
     }
+    if machine is not None:
+        runs[MACHINE_ONE] = (machine[0], None, "machine 1")
+        runs[MACHINE] = (machine[1], None, "machine all")
+    order_of_repeat = tuple(runs)
     loops = {}
-    for kind in ORDER:
+    for kind in order_of_repeat:
         function, count, _ = runs[kind]
         with oracle_threads(count):
             loops[kind] = _loops(function, clock, min_sample_s)
-    samples: dict[str, list[float]] = {kind: [] for kind in ORDER}
+    samples: dict[str, list[float]] = {kind: [] for kind in order_of_repeat}
     order: list[str] = []
     for _ in range(repeats):
-        for kind in ORDER:
+        for kind in order_of_repeat:
             function, count, _ = runs[kind]
             with oracle_threads(count):
                 samples[kind].append(_sample_ms(function, loops[kind], clock))
@@ -216,6 +234,31 @@ def default_cases(x: np.ndarray, ml_dtypes: object) -> list[Case]:
     ]
 
 
+def machine_reference(threads: int) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(one thread, ``threads`` threads) of the same in-cache NumPy work, no oracle in it:
+    square roots over private 256 KiB arrays, which release the GIL and need no memory
+    bandwidth, so the second form runs ``threads`` times faster exactly when cores are free."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrays = [np.ones(1 << 16, np.float32) for _ in range(threads)]
+    passes = 64
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mxgate-bench")
+
+    def work(a: np.ndarray, count: int) -> None:
+        for _ in range(count):
+            np.sqrt(a, out=a)
+
+    def one() -> None:
+        for a in arrays:
+            work(a, passes)
+
+    def many() -> None:
+        for future in [pool.submit(work, a, passes) for a in arrays]:
+            future.result()
+
+    return one, many
+
+
 def bench_input(log2_size: int, seed: int) -> np.ndarray:
     """2^log2_size float32 N(0, 4^2) values from the seed."""
     rng = np.random.Generator(np.random.PCG64(seed))
@@ -229,25 +272,33 @@ def run_bench(log2_size: int = 24, repeats: int = 7, seed: int = 20261129,
     version = f"ml_dtypes {ml_dtypes.__version__}"
     x = bench_input(log2_size, seed)
     chosen = default_cases(x, ml_dtypes) if cases is None else cases
-    return [measure(case, x.size, repeats, version) for case in chosen]
+    from mxgate.oracle.parallel import thread_count
+
+    machine = machine_reference(thread_count())
+    return [measure(case, x.size, repeats, version, machine=machine) for case in chosen]
 
 
 def _ratio_cell(spread: Spread, version: str) -> str:
     return f"{spread.median:.2f}x ({spread.low:.2f}-{spread.high:.2f}) vs {version}"
 
 
+def _spread_cell(spread: Spread) -> str:
+    return f"{spread.median:.2f}x ({spread.low:.2f}-{spread.high:.2f})"
+
+
 def format_table(rows: list[BenchRow]) -> str:
     """Medians of ``repeats`` interleaved repetitions; ratios with their min-max."""
     t = rows[0].threads if rows else 1
     header = (f"| case | elements | oracle 1 thread ms | oracle {t} threads ms | peer | peer ms "
-              f"| ratio 1 thread (min-max) | ratio {t} threads (min-max) | {t} threads / 1 (min-max) |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+              f"| ratio 1 thread (min-max) | ratio {t} threads (min-max) | {t} threads / 1 (min-max) "
+              f"| machine {t} threads / 1 (min-max) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        speedup = r.thread_speedup_spread
+        machine = r.machine_speedup_spread
         lines.append(
             f"| {r.case} | {r.elements:,} | {r.oracle_1thread_ms:.1f} | {r.oracle_ms:.1f} | "
             f"{r.peer_version} {r.peer} | {r.peer_ms:.1f} | "
             f"{_ratio_cell(r.ratio_1thread_spread, r.peer_version)} | {_ratio_cell(r.ratio_spread, r.peer_version)} | "
-            f"{speedup.median:.2f}x ({speedup.low:.2f}-{speedup.high:.2f}) |"
+            f"{_spread_cell(r.thread_speedup_spread)} | {'-' if machine is None else _spread_cell(machine)} |"
         )
     return "\n".join(lines)
