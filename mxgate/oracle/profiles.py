@@ -184,8 +184,7 @@ _SGLANG_SCALE = dict(scale_arithmetic="divide", amax_floor=1e-4, floor_where="af
                      byte255="inf", amax_nan="ignore", special_scale="clamped")
 _SGLANG_EVIDENCE = "read + measured, docs/findings/sglang.md"
 
-# The golden vectors' headers carry these notes as first written, when these profiles were
-# copies of gfx950's; they stay until the vectors are regenerated on purpose.
+# About AMD's converter: gfx950's note (and aiter-per1x32's, the same converter), no one else's.
 _GFX950_NOTES = "NaN rule from AMD's emulation and device test, not measured here."
 
 _GFX950 = derive(
@@ -223,7 +222,6 @@ _PROFILES: dict[str, Profile] = {
             zero_sign="if_negative",
             nan="zero",
             fp8_variant="fnuz",
-            notes=_GFX950_NOTES,
             evidence="SPEC 2 and 4",
         ),
         derive(
@@ -258,7 +256,6 @@ _PROFILES: dict[str, Profile] = {
             zero_sign="clear",
             nan="pos_max",
             **_SGLANG_SCALE,
-            notes=_GFX950_NOTES,
             evidence=_SGLANG_EVIDENCE,
         ),
         derive(
@@ -271,7 +268,6 @@ _PROFILES: dict[str, Profile] = {
             scale_arithmetic="divide",
             amax_floor=1e-4,
             exp_clamp=(1, 254),
-            notes=_GFX950_NOTES,
             evidence="SPEC 3",
         ),
         derive(
@@ -279,7 +275,6 @@ _PROFILES: dict[str, Profile] = {
             "vLLM MXFP4 (cvt.rn.satfinite.e2m1x2.f32); CUDA 13 __nv_cvt_float2_to_fp4x2",
             nan="pos_max",
             fp8_overflow="satfinite",
-            notes=_GFX950_NOTES,
             evidence="SPEC 2 and 4 (the FP8 rule measured on sm_90 there)",
         ),
         derive(

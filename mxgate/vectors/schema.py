@@ -43,7 +43,8 @@ def compare_rule_ok(rule: str, outputs: list[str]) -> bool:
     return rule in COMPARE_RULES
 REFERENCE_PROFILE = "gfx950"
 
-# BUGS.md entries the vectors cite: number -> (public report(s), one-line summary).
+# Public bug reports the vectors cite as flags BUGS-<number>: number -> (report(s), one-line summary);
+# docs/vectors.md lists them.
 BUGS: dict[int, tuple[tuple[str, ...], str]] = {
     1: (("https://github.com/vllm-project/vllm/pull/43557",), "biased_exp(amax/6): scale one too small, block max saturates"),
     2: (("https://github.com/ROCm/aiter/pull/3212",), "three different scale rules in one library (FLOOR/RCEIL/EVEN/CEIL)"),
@@ -84,7 +85,7 @@ BUGS: dict[int, tuple[tuple[str, ...], str]] = {
           "https://github.com/ROCm/aiter/issues/2424"), "quant -> dequant -> quant not idempotent"),
 }
 
-# Boundary classes: flag -> (description, BUGS.md entries it guards).
+# Boundary classes: flag -> (description, numbers of the BUGS entries above it guards).
 CLASSES: dict[str, tuple[str, tuple[int, ...]]] = {
     "all-codes": ("every code of the format, decoded or round-tripped", (15, 16, 18)),
     "midpoint": ("exact midpoints between adjacent representable values (ties)", (8, 9)),
@@ -120,7 +121,7 @@ CLASSES: dict[str, tuple[str, tuple[int, ...]]] = {
     "multi-block": ("several cache blocks / pages, slots past the first", (26,)),
     "preshuffle": ("the preshuffled (16x16 tile) layout variant", (31,)),
     "op-config": ("one configuration of the PR's op-level verification matrix", ()),
-    "unverified": ("a profile choice SPEC.md marks unverified: the result is 'acceptable'", (5,)),
+    "unverified": ("a profile choice docs/spec.md marks unverified: the result is 'acceptable'", (5,)),
 }
 
 
