@@ -1,4 +1,4 @@
-"""The exact (slow, independent) model against hand-checkable facts from SPEC.md.
+"""The exact (slow, independent) model against hand-checkable facts from docs/spec.md.
 
 Every expectation here is a literal worked out from the format definitions, not a value the
 model computed; the fast oracle is checked against this model in test_oracle_vs_exact.py.

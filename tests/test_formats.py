@@ -1,4 +1,4 @@
-"""Unit tests of the fast oracle's codecs: literal facts from SPEC.md, validation, properties.
+"""Unit tests of the fast oracle's codecs: literal facts from docs/spec.md, validation, properties.
 
 The exhaustive comparison against the exact model lives in test_oracle_vs_exact.py.
 """

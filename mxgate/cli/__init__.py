@@ -40,9 +40,22 @@ class CliError(Exception):
         self.status = status
 
 
+def _version() -> str:
+    """The installed distribution's version (what pip installed), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mxgate")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        from mxgate import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mxgate", description="Bit-exact FP4/FP8 quantization conformance suite",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mxgate {_version()}")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error instead of one line, and the warnings and log lines "
                              "of the packages mxgate imports (sets MXGATE_DEBUG=1)")

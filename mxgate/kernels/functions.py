@@ -68,7 +68,7 @@ def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Array
 def _check_parameters(op: str, function: Callable[..., Any]) -> None:
     inputs = POSITIONAL.get(op)
     if inputs is None:
-        return  # keyword-called op: its keywords are documented in the catalogue
+        return  # keyword-called op: its keywords are in the op table (mxgate backends --ops)
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
@@ -76,7 +76,7 @@ def _check_parameters(op: str, function: Callable[..., Any]) -> None:
     try:
         signature.bind(*inputs)
     except TypeError as error:
-        raise TypeError(f"{op} takes ({', '.join(inputs)}) -> see ops_catalogue.OPS[{op!r}]; "
+        raise TypeError(f"{op} takes ({', '.join(inputs)}) (mxgate backends --ops lists every op's inputs); "
                         f"{getattr(function, '__name__', 'the function')}{signature} cannot be called that way: {error}"
                         ) from None
 

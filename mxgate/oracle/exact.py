@@ -9,7 +9,7 @@ Values cross the API as integer bit patterns: float32 as ``int`` in [0, 2^32), c
 Decoders return a ``Fraction`` (``-0`` reads as 0; the ``*_f32_bits`` variants keep the sign of
 zero) or the strings ``"nan"`` / ``"inf"`` for non-finite values.
 
-Choices SPEC.md leaves open, fixed here and documented at each function:
+Choices docs/spec.md leaves open, fixed here and documented at each function:
 - a NaN divided by a scale comes out quiet (bit 22 set), sign and payload kept (as IEEE 754
   recommends and x86 float32 division does); this matters only for ``torchao_bits``;
 - the scaled encoder divides exactly by default (the hardware path); ``quotient="f32"``
