@@ -13,7 +13,7 @@ from mxgate.oracle.formats.e8m0 import decode_e8m0
 from mxgate.oracle.scales import e8m0_scale_of_bits
 
 
-_BLOCK_ELEMENTS = 1 << 20  # elements per scheduled block: one e8m0_scale call, threads' unit of work
+_BLOCK_ELEMENTS = 1 << 19  # elements per scheduled block: one e8m0_scale call, threads' unit of work
 _CHUNK_ELEMENTS = 1 << 17  # elements per pass inside a block: temporaries stay in L2 (measured)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _U32 = np.uint64(32)
@@ -102,7 +102,9 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
     for start in range(0, rows, chunk_rows):
         r = min(chunk_rows, rows - start)
         t = moved[start * group : (start + r) * group]
-        source = groups[first + start : first + start + r]
+        # a sequential copy first: the transpose's strided reads then hit L2, not memory (measured)
+        source = even[: r * group // 2].view(np.uint32)[: r * group].reshape(r, group)
+        np.copyto(source, groups[first + start : first + start + r].view(np.uint32))
         np.copyto(t.view(plan.unit).reshape(units, r), source.view(plan.unit).reshape(r, units).T)
         magnitude = work[: r * group]
         np.bitwise_and(t, ABS32, out=magnitude)
