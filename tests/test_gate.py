@@ -70,6 +70,17 @@ def test_known_findings_are_expected_failures_only_when_asked(tmp_path: Path) ->
     cell = _cells(tmp_path / "m.json")[("triton-mxfp", "e2m1.encode")]
     assert cell["verdict"] == "fail" and cell["expected_failure"]
     assert "fail (known finding, expected failure)" in done.stdout
+    # an exit-0 run does not print its expected failures as FAILURES nor 'fail 1' in its last line,
+    # and names no flag the user did not give
+    assert "FAILURES:" not in done.stdout.replace("EXPECTED FAILURES", "")
+    last = [line for line in done.stdout.splitlines() if line.startswith("mxgate: ")][-2]
+    assert "fail 0, expected failure (known finding) 1" in last, last
+    assert "--mxgate-xfail-known" not in done.stdout
+    # mxgate check prints mxgate's lines only: no pytest progress dots, warnings summary or tail
+    assert "PytestAssertRewriteWarning" not in done.stdout + done.stderr
+    assert not any(line.strip() and set(line.strip()) <= set(".sxFE") for line in done.stdout.splitlines())
+    assert "passed" not in done.stdout.splitlines()[-1]
+    assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
 
 
 def test_backend_that_cannot_run_here_has_its_own_status(tmp_path: Path) -> None:

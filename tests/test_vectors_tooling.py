@@ -371,10 +371,42 @@ def test_matrix_renders_verdicts_reasons_and_profile_differences() -> None:
     assert lines[-1] == ("mxgate: 2 cells: exact 0, acceptable 1, fail 1, not supported here 0; "
                          "1 backend(s) not supported here; exit status 1 (at least one fail)")
     md = matrix.to_markdown(m)
-    assert "| b | mx.quantize | fail |" in md and "- gone: package absent" in md
+    # a cell some of whose configs did not run says how many were judged, never a bare verdict
+    assert "| b | mx.quantize | fail (1 of 2 configs judged) |" in md and "- gone: package absent" in md
+    assert "fail (1 of 2 configs judged)" in text
+    # the terminal matrix has column headers; profile notes are said to be information
+    assert any(line.split()[:2] == ["op", "verdict"] for line in lines)
+    assert "profiles judged under (information, not verdicts):" in text
     cells = json.loads(matrix.to_json(m))["cells"]
     assert cells[0]["counts"] == {"exact": 1, "acceptable": 1, "fail": 0, "unsupported": 0}
     assert cells[1]["verdict"] == "fail" and cells[1]["counts"]["unsupported"] == 1
+
+
+def test_matrix_keeps_information_rows_and_expected_failures_apart() -> None:
+    """A relation to another profile is no verdict cell; a run that expects its known findings
+    does not print them as FAILURES, and its last line does not say 'fail 1'."""
+    from mxgate.conformance import matrix
+
+    base = {"first_mismatch": None, "seed": None, "profile": "gfx950", "index": 0, "known": None}
+    rows = [
+        dict(base, backend="b", op="e2m1.encode", config="c1", verdict="exact", reason="", nodeid="n1"),
+        dict(base, backend="b", op="w.store vs gfx950", config="t", verdict="acceptable", reason="relation: {'x': 1}",
+             nodeid="n2", information=True),
+        dict(base, backend="b", op="mx.quantize", config="c2", verdict="fail", reason="codes differ", nodeid="n3",
+             known="a documented finding", expected_failure=True),
+    ]
+    m = matrix.build(rows, {}, tier="quick", hypothesis_profile="mxgate-ci", exit_status=0)
+    text = "\n".join(matrix.text_lines(m))
+    assert [c["op"] for c in m["cells"]] == ["e2m1.encode", "mx.quantize"]
+    assert "relations to other profiles (information, not verdicts):" in text and "w.store vs gfx950 t" in text
+    assert "FAILURES:" not in text and "EXPECTED FAILURES (known findings this run was asked to expect)" in text
+    assert "--mxgate-xfail-known" not in text
+    last = matrix.text_lines(m)[-1]
+    assert "fail 0, expected failure (known finding) 1" in last and "exit status 0" in last
+    interrupted = matrix.build(rows, {}, tier="quick", hypothesis_profile="mxgate-ci", exit_status=143,
+                               interrupted="SIGTERM")
+    assert "INTERRUPTED by SIGTERM" in matrix.text_lines(interrupted)[1]
+    assert "Interrupted by SIGTERM" in matrix.to_markdown(interrupted)
 
 
 def test_judging_vector_results_exact_acceptable_and_fail() -> None:

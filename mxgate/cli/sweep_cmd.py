@@ -21,15 +21,14 @@ EPILOG = f"""exit status:
   0    no mismatch on the inputs swept (differences by design, the NaN rule against
        ml_dtypes, are counted apart and do not fail)
   1    mismatches: the oracle and the reference disagree, or (--device) the backend and
-       the twin do (examples are printed)
+       the twin do (examples are printed); with --device also a backend that failed to
+       load, or an encoder that raised, crashed its worker, hung past --timeout or forged
+       its worker's reply (the backend runs in a worker process of its own, as in check)
   2    bad usage, said in one line before any work: unknown profile or backend, --chunks
        outside [1, {CHUNKS}] (with --device: [1, 2^(32 - --chunk-bits)]), --chunk-bits
        outside [16, 28], --workers < 1, --against ml_dtypes without ml_dtypes installed,
        --device without --backend or torch, --device cuda without a CUDA device, e4m3
        without --device
-  1    also (--device): the backend failed to load, or its encoder raised, crashed its
-       worker, hung past --timeout or forged its worker's reply (the backend runs in a
-       worker process of its own, as in mxgate check)
   3    an internal error of mxgate (a bug; --debug shows the traceback)
   5    --device: the backend (or its encoder) cannot run here; the reason is printed
   141  standard output was closed before the summary was written
