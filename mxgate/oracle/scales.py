@@ -154,7 +154,8 @@ class _ScaleTable:
 
     def __init__(self, p: _profiles.Profile) -> None:
         top = np.arange(_RANGES, dtype=np.uint32) << np.uint32(16)
-        with np.errstate(invalid="ignore"):
+        # every range is evaluated, NaN and subnormal ones too: their float flags are expected
+        with np.errstate(all="ignore"):
             first = e8m0_scale(top.view(np.float32), p).astype(np.int64)
             last = e8m0_scale((top | np.uint32(_HALF - 1)).view(np.float32), p).astype(np.int64)
         steps = np.flatnonzero(last - first == 1)
@@ -162,7 +163,7 @@ class _ScaleTable:
         above = np.full(steps.size, _HALF - 1, np.int64)  # f(above) is last's byte
         while steps.size and (above - below).max() > 1:
             middle = (below + above) // 2
-            with np.errstate(invalid="ignore"):
+            with np.errstate(all="ignore"):
                 moved = e8m0_scale((top[steps] | middle.astype(np.uint32)).view(np.float32), p) > first[steps]
             above = np.where(moved, middle, above)
             below = np.where(moved, below, middle)
