@@ -153,14 +153,15 @@ def text_lines(m: dict[str, Any]) -> list[str]:
     by_backend: dict[str, list[dict[str, Any]]] = {}
     for c in m["cells"]:
         by_backend.setdefault(c["backend"], []).append(c)
+    width = max([34] + [len(c["op"]) + 1 for c in m["cells"]])
     if by_backend:
-        lines += ["", f"  {'op':<34} {'verdict':<30} {'configs by verdict':<28} profile"]
+        lines += ["", f"  {'op':<{width}} {'verdict':<30} {'configs by verdict':<28} profile"]
     for backend, cells in by_backend.items():
         lines.append("")
         lines.append(backend)
         for c in cells:
             profiles = ", ".join(c["profiles"])
-            lines.append(f"  {c['op']:<34} {cell_label(c):<30} {_counts(c):<28} {profiles}".rstrip())
+            lines.append(f"  {c['op']:<{width}} {cell_label(c):<30} {_counts(c):<28} {profiles}".rstrip())
             for reason, n in c["acceptable_reasons"].items():
                 lines.append(f"      acceptable x{n}: {reason}")
             for reason, n in c["unsupported_reasons"].items():
