@@ -281,3 +281,37 @@ def test_a_second_run_on_a_report_path_a_live_run_holds_is_refused(tmp_path: Pat
         first.communicate(timeout=120)
     again = _check(tmp_path, "oracle", timeout=600)  # the lock went with the first run
     assert again.returncode == outcome.EXIT_PASS, again.stdout[-2000:] + again.stderr[-2000:]
+
+
+def test_a_scorer_cell_that_differs_between_calls_is_judged_as_nan_and_a_code_is_a_fail(monkeypatch) -> None:
+    """Scorer outputs are defined in a window only: cells that differ between calls reach the
+    judge as the UNSTABLE NaN (failing inside the window, ignored outside); any differing byte
+    of an exactly compared op is a fail (nondeterministic)."""
+    import numpy as np
+
+    from mxgate.kernels import Backend, Op, isolation
+
+    monkeypatch.setattr(isolation._Session, "pid", os.getpid())
+    rng = np.random.Generator(np.random.PCG64(7))
+
+    def logits(**kwargs):
+        out = np.ones((2, 8), np.float32)
+        out[:, 6:] = rng.standard_normal((2, 2)).astype(np.float32)  # "torch.empty" bytes past the window
+        return out
+
+    def codes(x):
+        out = np.zeros(x.shape, np.uint8)
+        out[0] = rng.integers(0, 16)
+        return out
+
+    class Unstable(Backend):
+        def ops(self):
+            return {"pa_mqa_logits_fp8.decode": Op("pa_mqa_logits_fp8.decode", "gfx950", logits),
+                    "e2m1.encode": Op("e2m1.encode", "gfx950", codes)}
+
+    twice = isolation.Repeats(3, 3, float("inf"))
+    kind, (result, written, note) = isolation._answer(Unstable(), "pa_mqa_logits_fp8.decode", (), {}, twice)
+    assert kind == "ok" and written == {} and "4 output element(s) differed" in note
+    assert (result[:, :6] == 1).all() and (result[:, 6:].view(np.uint32) == isolation.UNSTABLE_BITS).all()
+    kind, message = isolation._answer(Unstable(), "e2m1.encode", (np.zeros(4, np.float32),), {}, twice)
+    assert kind == "nondeterministic" and "result at (0,)" in message
