@@ -216,16 +216,16 @@ def test_no_child_of_a_kernel_outlives_the_run(tmp_path: Path) -> None:
 
 # --- route 7: mxgate sweep --device is isolated -------------------------------------------------
 
-@pytest.mark.parametrize("backend, says", [
-    ("faulty_backends:Raising", "raised ValueError: planted ValueError from the kernel"),
-    ("faulty_backends:Segfault", "crashed: signal 11 (SIGSEGV)"),
-    ("faulty_backends:Hanging", "timeout after 5 s"),
-    ("dishonest_backends:forges_reply", "a reply the gate did not ask for"),
-    ("os_exit_at_import:Backend", "failed to load"),
+@pytest.mark.parametrize("backend, says, limit", [
+    ("faulty_backends:Raising", "raised ValueError: planted ValueError from the kernel", "120"),
+    ("faulty_backends:Segfault", "crashed: signal 11 (SIGSEGV)", "120"),
+    ("faulty_backends:Hanging", "timeout after 5 s", "5"),
+    ("dishonest_backends:forges_reply", "a reply the gate did not ask for", "120"),
+    ("os_exit_at_import:Backend", "failed to load", "120"),
 ])
-def test_a_faulty_encoder_in_the_device_sweep_is_a_fail(tmp_path: Path, backend: str, says: str) -> None:
+def test_a_faulty_encoder_in_the_device_sweep_is_a_fail(tmp_path: Path, backend: str, says: str, limit: str) -> None:
     done = subprocess.run([sys.executable, "-m", "mxgate", "sweep", "e2m1", "--device", "cpu", "--backend", backend,
-                           "--chunk-bits", "16", "--chunks", "1", "--quiet", "--timeout", "5"],
+                           "--chunk-bits", "16", "--chunks", "1", "--quiet", "--timeout", limit],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == outcome.EXIT_FAIL, done.stdout + done.stderr
     assert says in done.stdout, done.stdout + done.stderr
