@@ -50,7 +50,8 @@ def test_runs_interleave_and_ratios_are_per_repetition(monkeypatch: pytest.Monke
     # warm-up first (one call each), then three repetitions
     ours = {"1": [9.0, 4.0, 2.0, 8.0], "all": [9.0, 2.0, 1.0, 2.0]}
     peer = [9.0, 8.0, 12.0, 8.0]
-    row = bench.measure(_logging_case(clock, log, ours, peer), 100, 3, "ml_dtypes 9.9.9", clock=clock, min_sample_s=0)
+    row = bench.measure(_logging_case(clock, log, ours, peer), 100, 3, "ml_dtypes 9.9.9", clock=clock,
+                        cpu_clock=clock, min_sample_s=0)
     assert log == ["oracle:1", "oracle:all", "peer:all"] * 4  # warm-up, then o1, o, p per repetition
     assert row.order == list(bench.ORDER) * 3
     assert row.samples == {"oracle_1thread": [4000.0, 2000.0, 8000.0], "oracle": [2000.0, 1000.0, 2000.0],
@@ -60,7 +61,29 @@ def test_runs_interleave_and_ratios_are_per_repetition(monkeypatch: pytest.Monke
     assert row.ratio_spread == bench.Spread(4.0, 4.0, 12.0, 4.0, 8.0)
     assert row.thread_speedup_spread == bench.Spread(2.0, 2.0, 4.0, 2.0, 3.0)
     assert (row.oracle_1thread_ms, row.oracle_ms, row.peer_ms) == (4000.0, 2000.0, 8000.0)
+    # the CPU clock is the same fake clock here: the CPU-time ratios are the wall ones
+    assert row.cpu_samples == {"oracle_1thread": [4000.0, 2000.0, 8000.0], "peer": [8000.0, 12000.0, 8000.0]}
+    assert row.cpu_ratio_1thread_spread == row.ratio_1thread_spread
     assert os.environ.get("MXGATE_THREADS") is None  # restored
+
+
+def test_cpu_ratio_uses_the_cpu_clock_and_needs_a_nonzero_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MXGATE_THREADS", raising=False)
+    wall, cpu = FakeClock(), FakeClock()
+
+    def ours() -> None:
+        wall.now += 5.0
+        cpu.now += 1.0 if os.environ.get("MXGATE_THREADS") == "1" else 0.5
+
+    def peer() -> None:
+        wall.now += 5.0
+        cpu.now += 3.0
+
+    row = bench.measure(bench.Case("c", ours, "p", peer), 1, 2, "v", clock=wall, cpu_clock=cpu, min_sample_s=0)
+    assert row.ratio_1thread == 1.0 and row.cpu_ratio_1thread_spread == bench.Spread(3.0, 3.0, 3.0, 3.0, 3.0)
+    stopped = bench.measure(bench.Case("c", ours, "p", peer), 1, 1, "v", clock=wall, cpu_clock=FakeClock(),
+                            min_sample_s=0)
+    assert stopped.cpu_ratio_1thread_spread is None and stopped.as_dict()["cpu_ratio_1thread"] is None
 
 
 def test_short_calls_are_looped_to_a_measurable_sample(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +149,8 @@ def test_table_prints_the_peer_version_beside_every_ratio() -> None:
         assert cells[6].endswith(f"vs {version}") and cells[7].endswith(f"vs {version}")
         assert "(" in cells[6] and "-" in cells[6] and "(" in cells[8]  # the min-max spreads
         assert row.repeats == 2 and row.order == WITH_MACHINE * 2
-        assert "(" in cells[9] and row.machine_speedup_spread is not None
+        assert "(" in cells[10] and row.machine_speedup_spread is not None
+        assert cells[8] == "-" or cells[8].endswith(f"vs {version}")  # CPU-time ratio, where the clock moved
 
 
 def test_cli_json_carries_versions_spreads_and_samples(capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,4 +173,5 @@ def test_cli_table_header_names_threads_repeats_and_peer(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert f"peer ml_dtypes {ml_dtypes.__version__}" in out.splitlines()[0]
     assert "medians of 2 interleaved repetitions" in out
-    assert out.count(f"vs ml_dtypes {ml_dtypes.__version__}") == 10  # two ratios on each of five rows
+    # two wall-time ratios on each of five rows, and the CPU-time ratio where the CPU clock moved
+    assert 10 <= out.count(f"vs ml_dtypes {ml_dtypes.__version__}") <= 15

@@ -6,7 +6,9 @@ On a shared machine one timing swings with the neighbours' work, so each case is
 peer; again), each repetition gives its own ratios from runs seconds apart at most, and a
 case reports the median ratio with its spread (min-max and quartiles) over repetitions.
 Each repetition also times the machine reference (the same plain NumPy work on one thread and
-on every thread): what a second thread could give at that moment, beside what it gave.
+on every thread): what a second thread could give at that moment, beside what it gave; and
+the calling thread's CPU time of the one-thread oracle and of the peer, whose ratio leaves out
+the time the machine gave to other processes.
 A benchmark is a figure, never a test verdict: nothing here compares against a threshold.
 """
 
@@ -74,6 +76,7 @@ class BenchRow:
     peer_version: str  # "ml_dtypes 0.7.0": printed beside every ratio
     samples: dict[str, list[float]]  # ms per call, per run kind, one per repetition
     order: list[str] = field(default_factory=list)  # the runs as they ran (after the warm-up)
+    cpu_samples: dict[str, list[float]] = field(default_factory=dict)  # CPU ms: 1-thread oracle, peer
 
     @property
     def repeats(self) -> int:
@@ -113,6 +116,13 @@ class BenchRow:
         return self._per_repeat(ONE_THREAD, THREADS)
 
     @property
+    def cpu_ratio_1thread_spread(self) -> Spread | None:
+        """peer CPU time / one-thread oracle CPU time, per repetition (both in one thread)."""
+        if not self.cpu_samples or 0.0 in self.cpu_samples[ONE_THREAD]:
+            return None  # a clock too coarse for this size says nothing
+        return Spread.of([a / b for a, b in zip(self.cpu_samples[PEER], self.cpu_samples[ONE_THREAD])])
+
+    @property
     def machine_speedup_spread(self) -> Spread | None:
         """The machine reference's time on one thread / on every thread, per repetition."""
         return self._per_repeat(MACHINE_ONE, MACHINE) if MACHINE in self.samples else None
@@ -142,6 +152,8 @@ class BenchRow:
             "ratio_spread": self.ratio_spread.as_dict(),
             "thread_speedup": self.thread_speedup_spread.as_dict(),
             "machine_thread_speedup": None if self.machine_speedup_spread is None else self.machine_speedup_spread.as_dict(),
+            "cpu_ratio_1thread": None if self.cpu_ratio_1thread_spread is None else self.cpu_ratio_1thread_spread.as_dict(),
+            "cpu_samples_ms": {k: [round(v, 3) for v in vs] for k, vs in self.cpu_samples.items()},
             "samples_ms": {k: [round(v, 3) for v in vs] for k, vs in self.samples.items()},
             "order": list(self.order),
         }
@@ -172,21 +184,26 @@ def _loops(function: Callable[[], object], clock: Callable[[], float], min_sampl
     return 1 if once >= min_sample_s or once <= 0 else math.ceil(min_sample_s / once)
 
 
-def _sample_ms(function: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
-    start = clock()
+def _sample_ms(function: Callable[[], object], loops: int, clock: Callable[[], float],
+               cpu_clock: Callable[[], float]) -> tuple[float, float]:
+    """(wall ms, this thread's CPU ms) per call."""
+    start, cpu = clock(), cpu_clock()
     for _ in range(loops):
         function()
-    return (clock() - start) / loops * 1e3
+    return (clock() - start) / loops * 1e3, (cpu_clock() - cpu) / loops * 1e3
 
 
 def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
-            clock: Callable[[], float] = time.perf_counter, min_sample_s: float = MIN_SAMPLE_S,
+            clock: Callable[[], float] = time.perf_counter, cpu_clock: Callable[[], float] = time.thread_time,
+            min_sample_s: float = MIN_SAMPLE_S,
             machine: tuple[Callable[[], object], Callable[[], object]] | None = None) -> BenchRow:
     """One case: a warm-up of each run, then ``repeats`` repetitions of (1 thread, every
     thread, peer), interleaved so that each repetition's ratios come from neighbouring runs.
 
     machine: (one thread, every thread) of work that scales perfectly where cores are free;
     run after the peer in each repetition, it says how much a second thread could give then.
+    The calling thread's CPU time is kept beside the wall time: the one-thread oracle and the
+    peer run entirely in it, so their CPU-time ratio leaves out the time other processes took.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -208,14 +225,18 @@ def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
         with oracle_threads(count):
             loops[kind] = _loops(function, clock, min_sample_s)
     samples: dict[str, list[float]] = {kind: [] for kind in order_of_repeat}
+    cpu: dict[str, list[float]] = {kind: [] for kind in (ONE_THREAD, PEER)}
     order: list[str] = []
     for _ in range(repeats):
         for kind in order_of_repeat:
             function, count, _ = runs[kind]
             with oracle_threads(count):
-                samples[kind].append(_sample_ms(function, loops[kind], clock))
+                wall, own = _sample_ms(function, loops[kind], clock, cpu_clock)
+            samples[kind].append(wall)
+            if kind in cpu:
+                cpu[kind].append(own)
             order.append(kind)
-    return BenchRow(case.name, elements, threads, case.peer_name, peer_version, samples, order)
+    return BenchRow(case.name, elements, threads, case.peer_name, peer_version, samples, order, cpu)
 
 
 def default_cases(x: np.ndarray, ml_dtypes: object) -> list[Case]:
@@ -290,15 +311,15 @@ def format_table(rows: list[BenchRow]) -> str:
     """Medians of ``repeats`` interleaved repetitions; ratios with their min-max."""
     t = rows[0].threads if rows else 1
     header = (f"| case | elements | oracle 1 thread ms | oracle {t} threads ms | peer | peer ms "
-              f"| ratio 1 thread (min-max) | ratio {t} threads (min-max) | {t} threads / 1 (min-max) "
-              f"| machine {t} threads / 1 (min-max) |")
-    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
+              f"| ratio 1 thread (min-max) | ratio {t} threads (min-max) | CPU-time ratio 1 thread (min-max) "
+              f"| {t} threads / 1 (min-max) | machine {t} threads / 1 (min-max) |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        machine = r.machine_speedup_spread
+        machine, cpu = r.machine_speedup_spread, r.cpu_ratio_1thread_spread
         lines.append(
             f"| {r.case} | {r.elements:,} | {r.oracle_1thread_ms:.1f} | {r.oracle_ms:.1f} | "
             f"{r.peer_version} {r.peer} | {r.peer_ms:.1f} | "
             f"{_ratio_cell(r.ratio_1thread_spread, r.peer_version)} | {_ratio_cell(r.ratio_spread, r.peer_version)} | "
-            f"{_spread_cell(r.thread_speedup_spread)} | {'-' if machine is None else _spread_cell(machine)} |"
+            f"{'-' if cpu is None else _ratio_cell(cpu, r.peer_version)} | {_spread_cell(r.thread_speedup_spread)} | {'-' if machine is None else _spread_cell(machine)} |"
         )
     return "\n".join(lines)
