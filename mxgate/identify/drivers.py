@@ -1,0 +1,219 @@
+"""Per op: the probe pool, how the backend is called on a set of probe cases, the oracle's
+reference under a profile, and how outputs become comparable units.
+
+A *case* is one probe along axis 0 of the cases array: one float32 element (element ops), one
+e8m0 code, or one block of 32 (block ops; ops taking rows of 128 bf16 get four blocks a row,
+zero blocks padding the last). Every output is cut into units per case, so ``units`` is an int64
+array [cases, units per case]; a NaN-equal output compares every NaN as one unit value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from mxgate import op_table, oracle
+from mxgate.identify import probes
+from mxgate.op_table import OpName
+from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
+from mxgate.oracle.geometry import GROUP, HEAD_DIM
+from mxgate.oracle.profiles import Profile
+
+_CANONICAL_NAN = 0x7FC00000
+_BLOCKS_PER_ROW = HEAD_DIM // GROUP
+
+
+@dataclass(frozen=True)
+class Driver:
+    op: str
+    outputs: tuple[str, ...]  # output names, one per part of ``units`` (widths in ``widths``)
+    widths: tuple[int, ...]  # units per case of each output
+    pool: Callable[[], np.ndarray]
+    call: Callable[[Callable[..., Any], np.ndarray], tuple[np.ndarray, ...]]  # run, cases -> outputs per case
+    reference: Callable[[Profile, np.ndarray], tuple[np.ndarray, ...]]
+    nan_equal: tuple[bool, ...]
+    unit_format: tuple[str, ...]  # how a unit value prints: e2m1, byte, bf16, f32
+    selective: bool = False  # send only the separating probes (a slow backend) plus a random sample
+    neutral: int = 0  # the bit pattern a shrink puts in place of an element (+0)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The profile fields the op table declares for this op."""
+        return op_table.spec(self.op).profile_fields
+
+    def units(self, outputs: tuple[np.ndarray, ...], cases: int) -> np.ndarray:
+        parts = []
+        for out, width, nan_equal in zip(outputs, self.widths, self.nan_equal):
+            a = np.asarray(out)
+            if a.dtype == np.float32:
+                bits = a.view(np.uint32).astype(np.int64)
+                if nan_equal:
+                    bits = np.where(np.isnan(a), _CANONICAL_NAN, bits)
+            else:
+                bits = a.astype(np.int64)
+            parts.append(bits.reshape(cases, width))
+        return np.concatenate(parts, axis=1)
+
+    def unit_name(self, index: int) -> str:
+        """The output and position of unit ``index`` within a case."""
+        for name, width in zip(self.outputs, self.widths):
+            if index < width:
+                return name if width == 1 else f"{name}[{index}]"
+            index -= width
+        raise IndexError(index)
+
+    def unit_kind(self, index: int) -> str:
+        for kind, width in zip(self.unit_format, self.widths):
+            if index < width:
+                return kind
+            index -= width
+        raise IndexError(index)
+
+
+def show_unit(kind: str, value: int) -> str:
+    if kind == "e2m1":
+        return f"0x{value:x} ({float(oracle.decode_e2m1(np.uint8([value]))[0]):g})"
+    if kind == "f32":
+        return f"0x{value:08x} ({float(np.uint32(value).view(np.float32)):g})"
+    if kind == "bf16":
+        return f"0x{value:04x}"
+    return f"0x{value:02x}"
+
+
+def case_bits(cases: np.ndarray, i: int) -> list[str]:
+    """One case's input as hex bit patterns (float32 as 8 digits, bf16 as 4, codes as 2)."""
+    a = np.asarray(cases[i]).reshape(-1)
+    if a.dtype == np.float32:
+        return [f"0x{v:08x}" for v in a.view(np.uint32).tolist()]
+    if a.dtype == np.uint16:
+        return [f"0x{v:04x}" for v in a.tolist()]
+    return [f"0x{v:02x}" for v in a.tolist()]
+
+
+# ---- element ops ------------------------------------------------------------------------------
+
+
+def _elementwise(op: str, pool, reference, fmt: str, *, nan_equal: bool = False, output: str = "codes") -> Driver:
+    def call(run, cases):
+        return (np.asarray(run(np.ascontiguousarray(cases))),)
+
+    return Driver(op, (output,), (1,), pool, call, lambda p, x: (reference(p, x),), (nan_equal,), (fmt,))
+
+
+def _e4m3(variant: str):
+    return lambda p, x: oracle.encode_e4m3(x, variant, saturate=SATURATE_OF_OVERFLOW[p.fp8_overflow])
+
+
+def _ue8m0(p: Profile, s: np.ndarray) -> np.ndarray:
+    return oracle.scales.ue8m0_round(s, p.ue8m0_rounding)
+
+
+# ---- block ops --------------------------------------------------------------------------------
+
+
+def _mx_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = oracle.bf16_to_f32(blocks) if blocks.dtype == np.uint16 else blocks
+    packed, e8m0 = oracle.quantize_mx(np.ascontiguousarray(x), p)
+    return oracle.unpack_nibbles(packed), e8m0.reshape(-1)
+
+
+def _block_outputs(packed: Any, e8m0: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A backend's (packed [..., N/2], e8m0 [..., N/32]) as per-block nibbles and bytes."""
+    nibbles = oracle.unpack_nibbles(np.ascontiguousarray(np.asarray(packed), dtype=np.uint8))
+    return nibbles.reshape(-1, GROUP)[:n], np.asarray(e8m0, dtype=np.uint8).reshape(-1)[:n]
+
+
+def _mx_call(run, blocks):
+    packed, e8m0 = run(np.ascontiguousarray(blocks))
+    return _block_outputs(packed, e8m0, blocks.shape[0])
+
+
+def _rows(blocks: np.ndarray) -> np.ndarray:
+    """bf16 blocks [n, 32] as rows [ceil(n/4), 128], zero blocks padding the last row."""
+    n = blocks.shape[0]
+    padded = np.zeros((-(-n // _BLOCKS_PER_ROW) * _BLOCKS_PER_ROW, GROUP), np.uint16)
+    padded[:n] = blocks
+    return padded.reshape(-1, HEAD_DIM)
+
+
+def _indexer_call(run, blocks):
+    packed, e8m0 = run(_rows(blocks))
+    return _block_outputs(packed, e8m0, blocks.shape[0])
+
+
+def _store_call(layout: str, split: bool):
+    """A K-cache writer on rows of the blocks at slots 0..T-1 of a zeroed cache, read back
+    through the oracle's layout (payload and scale)."""
+
+    def call(run, blocks):
+        rows = _rows(blocks)
+        t = rows.shape[0]
+        slots = np.arange(t, dtype=np.int64)
+        payload = oracle.layouts.get(layout)
+        dims = "num_pages" if layout in ("sglang-page68", "sglang-page8") else "num_blocks"
+        per = payload.num_slots(**{dims: 1})
+        count = max(1, -(-t // per))
+        buffers = [payload.new_buffer(fill=0, **{dims: count})]
+        if split:
+            buffers.append(oracle.layouts.get(f"{layout}-scale").new_buffer(fill=0, **{dims: count}))
+        result = run(rows, slots, *buffers)
+        result = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        if split:
+            (packed,) = payload.gather(np.asarray(result[0], np.uint8), slots=slots)
+            (e8m0,) = oracle.layouts.get(f"{layout}-scale").gather(np.asarray(result[1], np.uint8), slots=slots)
+        else:
+            packed, e8m0 = payload.gather(np.asarray(result[0], np.uint8), slots=slots)
+        return _block_outputs(packed, e8m0, blocks.shape[0])
+
+    return call
+
+
+def _blocks(op: str, pool, call, *, selective: bool) -> Driver:
+    return Driver(op, ("nibbles", "e8m0"), (GROUP, 1), pool, call, _mx_reference, (False, False), ("e2m1", "byte"),
+                  selective=selective)
+
+
+def _mx_like_ops() -> list[str]:
+    """Ops the op table declares as x: float32[..., N] -> (packed, e8m0) under quantize_mx."""
+    return [s.name for s in op_table.TABLE.values()
+            if s.reference == "mxgate.oracle:quantize_mx" and s.positional == ("x",)]
+
+
+def _scale_ops() -> list[str]:
+    return [s.name for s in op_table.TABLE.values()
+            if s.reference == "mxgate.oracle:e8m0_scale" and s.positional == ("amax",)]
+
+
+def _table() -> dict[str, Driver]:
+    table: list[Driver] = [
+        _elementwise(OpName.E2M1_ENCODE, probes.e2m1_elements, lambda p, x: oracle.encode_e2m1(x, p), "e2m1"),
+        _elementwise(OpName.E4M3FN_ENCODE, lambda: probes.e4m3_elements("fn"), _e4m3("fn"), "byte"),
+        _elementwise(OpName.E4M3FNUZ_ENCODE, lambda: probes.e4m3_elements("fnuz"), _e4m3("fnuz"), "byte"),
+        _elementwise(OpName.BF16_ROUND, probes.bf16_elements, lambda p, x: oracle.bf16_bits(x, p), "bf16",
+                     output="bits"),
+        _elementwise(OpName.E8M0_DECODE, probes.e8m0_codes, lambda p, c: oracle.decode_e8m0(c, p), "f32",
+                     nan_equal=True, output="values"),
+        _elementwise(OpName.UE8M0_ROUND, probes.ue8m0_scales, _ue8m0, "f32", nan_equal=True, output="scale"),
+    ]
+    table += [_elementwise(op, probes.amax_values, lambda p, a: oracle.e8m0_scale(a, p), "byte", output="e8m0")
+              for op in _scale_ops()]
+    table += [_blocks(op, probes.mx_blocks, _mx_call, selective=False) for op in _mx_like_ops()]
+    for op in (OpName.FP4_INDEXER_QUANTIZE, OpName.FP4_INDEXER_QUANTIZE_ROWS):
+        table.append(_blocks(op, probes.bf16_blocks, _indexer_call, selective=True))
+    table.append(_blocks(OpName.SGLANG_PAGE68_STORE, probes.bf16_blocks, _store_call("sglang-page68", False),
+                         selective=True))
+    table.append(_blocks(OpName.AITER_FP4_KV_STORE, probes.bf16_blocks, _store_call("aiter-fp4-kv", True),
+                         selective=True))
+    table.append(_blocks(OpName.SGLANG_PAGE8_STORE, probes.bf16_blocks, _store_call("sglang-page8", True),
+                         selective=True))
+    return {d.op: d for d in table}
+
+
+DRIVERS: dict[str, Driver] = _table()
+
+
+def supported_ops() -> list[str]:
+    """The ops identify has probes for, in its order (element ops first)."""
+    return list(DRIVERS)
