@@ -136,7 +136,7 @@ def test_a_declared_contract_is_honoured_and_the_cell_says_how_much_was_judged(t
 
 # --- route 4: wrong on some calls ------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("tier", ["quick", "default"])
 def test_a_kernel_wrong_on_one_call_in_twenty_fails(tmp_path: Path, seed: int, tier: str) -> None:
     """Seeded: each seed goes wrong on the same calls every run (the catch rate over truly
