@@ -29,6 +29,7 @@ _COMMANDS = {
     "bench": "bench_cmd",
     "vectors": "vectors_cmd",
     "explain": "explain_cmd",
+    "identify": "identify_cmd",
 }
 
 

@@ -16,3 +16,7 @@ the bytes. Modules, one job each:
 
 from __future__ import annotations
 
+from mxgate.identify.drivers import supported_ops
+from mxgate.identify.run import IdentifyResult, OpIdentity, identify
+
+__all__ = ["IdentifyResult", "OpIdentity", "identify", "supported_ops"]

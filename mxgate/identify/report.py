@@ -1,0 +1,195 @@
+"""What identify found, as text, as a JSON evidence document, and as a ready-to-paste
+``profiles.register(dataclasses.replace(...))`` call."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from mxgate.identify.drivers import Driver, case_bits, show_unit
+from mxgate.identify.run import DIFFERS, FAULT, INCONSISTENT, MATCH, UNEXPLAINED, IdentifyResult, OpIdentity
+from mxgate.identify.search import Evidence, Inference
+from mxgate.identify.shrink import Shrunk
+from mxgate.identify.probes import SEED
+
+SHOWN_MATCHES = 6
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "kernel"
+
+
+def profile_name(result: IdentifyResult, op: OpIdentity) -> str:
+    """The name the register call gives the inferred profile: the backend's, with the op's when
+    several of its ops need a profile of their own."""
+    own = [o for o in result.ops if o.inference is not None and o.status in (DIFFERS, UNEXPLAINED)]
+    base = slug(result.backend.rpartition(":")[2] if ":" in result.backend else result.backend)
+    return base if len(own) <= 1 else f"{base}-{slug(op.op)}"
+
+
+def register_call(name: str, inference: Inference) -> str:
+    changes = "".join(f", {f}={value!r}" for f, (value, _) in inference.differs.items())
+    return f'profiles.register(dataclasses.replace(profiles.get("{inference.nearest}"), name="{name}"{changes}))'
+
+
+def _value(x: np.ndarray) -> str:
+    """One element of a case: its bit pattern and value."""
+    if x.dtype == np.uint16:
+        v = float((x.astype(np.uint32) << np.uint32(16)).view(np.float32))
+        return f"0x{int(x):04x} ({v:.9g})"
+    if x.dtype == np.float32:
+        return f"0x{int(x.view(np.uint32)):08x} ({float(x):.9g})"
+    return f"0x{int(x):02x}"
+
+
+def describe_input(cases: np.ndarray, case: int, unit: int) -> str:
+    """The input behind one unit: the element, or the block and the element the unit encodes."""
+    row = np.asarray(cases[case])
+    if row.ndim == 0:
+        return f"x = {_value(row)}"
+    flat = row.reshape(-1)
+    magnitudes = flat.view(np.uint32) & 0x7FFFFFFF if flat.dtype == np.float32 else flat & np.uint16(0x7FFF)
+    amax = int(np.argmax(magnitudes))
+    where = f"element {unit} = {_value(flat[unit])} in a block of {flat.size}" if unit < flat.size \
+        else f"a block of {flat.size}"
+    return f"{where} whose largest magnitude is {_value(flat[amax])}"
+
+
+def _evidence_text(driver: Driver, cases: np.ndarray, e: Evidence) -> str:
+    kind = driver.unit_kind(e.unit)
+    return (f"{describe_input(cases, e.case, e.unit)} -> {driver.unit_name(e.unit)} {show_unit(kind, e.backend)}; "
+            f"with {e.field}={e.rejected!r} it would be {show_unit(kind, e.under_rejected)}")
+
+
+def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> list[str]:
+    d = op.driver
+    head = f"[{index}/{total}] {op.op} (declared {op.declared})"
+    if op.status == INCONSISTENT:
+        return [f"{head}: INCONSISTENT, matched to no profile: {op.cause}"]
+    if op.status == FAULT:
+        return [f"{head}: fault: {op.cause}"]
+    inf = op.inference
+    assert inf is not None and op.cases is not None
+    n = op.cases.shape[0]
+    refused = f", {op.refused} outside its contract" if op.refused else ""
+    lines = [f"{head}: {n:,} probe cases, every call made twice on fresh copies{refused}; {op.seconds:.1f} s"]
+    if op.status == MATCH:
+        shown = ", ".join(inf.matches[:SHOWN_MATCHES]) + (f" and {len(inf.matches) - SHOWN_MATCHES} more"
+                                                          if len(inf.matches) > SHOWN_MATCHES else "")
+        said = "declared profile among them" if op.declared in inf.matches else \
+            f"not the declared {op.declared}"
+        lines.append(f"  matches: {shown} ({said})")
+    if op.status == UNEXPLAINED:
+        lines.append(f"  unexplained: {inf.unexplained} unit(s) that no combination of field values explains "
+                     f"(the closest profile leaves them)")
+        if op.shrunk is not None:
+            lines.append("  " + _shrunk_text(d, op.shrunk))
+    if op.status in (DIFFERS, UNEXPLAINED):
+        if inf.differs:
+            lines.append(f"  nearest registered profile: {inf.nearest}; differs in:")
+            for f, (value, theirs) in inf.differs.items():
+                lines.append(f"    {f} = {value!r} ({inf.nearest}: {theirs!r})")
+                proof = next((e for e in inf.fields[f].evidence if e.rejected == theirs), None)
+                if proof is not None:
+                    lines.append(f"      evidence: {_evidence_text(d, op.cases, proof)}")
+        else:
+            lines.append(f"  nearest registered profile: {inf.nearest}, equal in every field identify decides")
+        comment = f"  # explains all but {inf.unexplained} unit(s)" if op.status == UNEXPLAINED else ""
+        lines.append(f"  register: {register_call(profile_name(result, op), inf)}{comment}")
+    decided = [f"{f}={v.value!r}" for f, v in inf.fields.items() if v.decided]
+    if decided:
+        lines.append(f"  decided: {', '.join(decided)}")
+    open_fields = [v for v in inf.fields.values() if v.read and not v.decided]
+    for v in open_fields:
+        lines.append(f"  undecided: {v.field}: {' or '.join(repr(c) for c in v.consistent)} "
+                     f"(no probe separates them on this op)")
+    unread = [v.field for v in inf.fields.values() if v.declared and not v.read]
+    if unread:
+        lines.append(f"  no probe can decide: {', '.join(unread)} (the op's output does not depend on them "
+                     f"here, given the other fields)")
+    extra = [v.field for v in inf.fields.values() if v.read and not v.declared]
+    if extra:
+        lines.append(f"  also read, though the op table does not list them for {op.op}: {', '.join(extra)}")
+    return lines
+
+
+def _shrunk_text(d: Driver, s: Shrunk) -> str:
+    kind = d.unit_kind(s.unit)
+    if s.cases.ndim == 1 and s.cases.shape[0] <= 8:
+        size = f"{s.cases.shape[0]} element(s) [{', '.join(case_bits(s.cases, i)[0] for i in range(s.cases.shape[0]))}]"
+    else:
+        size = f"{s.cases.shape[0]} {'element(s)' if s.cases.ndim == 1 else 'block(s)'}"
+    return (f"first case, shrunk to an input of {size} ({s.calls} backend calls): at "
+            f"{describe_input(s.cases, s.case, s.unit)} -> {d.unit_name(s.unit)} {show_unit(kind, s.backend)}, "
+            f"the closest profile gives {show_unit(kind, s.expected)}")
+
+
+def text(result: IdentifyResult) -> list[str]:
+    lines = []
+    for i, op in enumerate(result.ops, start=1):
+        lines += op_lines(result, op, i, len(result.ops))
+    for op, why in result.not_run:
+        lines.append(f"not run here: {op}: {why}" if op != "*" else f"not available here: {why}")
+    return lines
+
+
+# ---- JSON evidence ----------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _evidence_json(driver: Driver, cases: np.ndarray, e: Evidence) -> dict[str, Any]:
+    kind = driver.unit_kind(e.unit)
+    return {"rejects": _jsonable(e.rejected), "input": case_bits(cases, e.case), "unit": driver.unit_name(e.unit),
+            "output": show_unit(kind, e.backend).split()[0],
+            "output_if_rejected": show_unit(kind, e.under_rejected).split()[0]}
+
+
+def op_json(result: IdentifyResult, op: OpIdentity) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": op.op, "declared_profile": op.declared, "status": op.status,
+                           "seconds": round(op.seconds, 3)}
+    if op.cause:
+        out["cause"] = op.cause
+    inf = op.inference
+    if inf is None or op.cases is None:
+        return out
+    d = op.driver
+    out.update({
+        "probe_cases": int(op.cases.shape[0]), "calls_per_probe_set": 2, "outside_contract": op.refused,
+        "matches": inf.matches, "nearest": inf.nearest,
+        "differs": {f: {"inferred": _jsonable(a), "nearest": _jsonable(b)} for f, (a, b) in inf.differs.items()},
+        "fields": {
+            f: {"value": _jsonable(v.value), "decided": v.decided, "read": v.read, "declared": v.declared,
+                "consistent": [_jsonable(c) for c in v.consistent],
+                "evidence": [_evidence_json(d, op.cases, e) for e in v.evidence]}
+            for f, v in inf.fields.items() if v.read or v.declared},
+    })
+    if op.status in (DIFFERS, UNEXPLAINED):
+        out["register"] = register_call(profile_name(result, op), inf)
+    if op.status == UNEXPLAINED:
+        out["unexplained"] = {"units": inf.unexplained}
+        if op.shrunk is not None:
+            s, kind = op.shrunk, d.unit_kind(op.shrunk.unit)
+            out["unexplained"]["shrunk"] = {
+                "input": [case_bits(s.cases, i) for i in range(s.cases.shape[0])], "case": s.case,
+                "unit": d.unit_name(s.unit), "output": show_unit(kind, s.backend).split()[0],
+                "expected_closest": show_unit(kind, s.expected).split()[0], "backend_calls": s.calls}
+    return out
+
+
+def evidence(result: IdentifyResult) -> dict[str, Any]:
+    return {"backend": result.backend, "description": result.description, "revision": result.revision,
+            "device": result.device, "seed": SEED, "status": result.status, "load_fault": result.load_fault or None,
+            "ops": [op_json(result, op) for op in result.ops],
+            "not_run": [{"op": op, "why": why} for op, why in result.not_run]}
+
+
+def evidence_text(result: IdentifyResult) -> str:
+    return json.dumps(evidence(result), indent=1) + "\n"

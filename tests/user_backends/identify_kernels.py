@@ -1,0 +1,77 @@
+"""Kernels with planted rules for mxgate identify's tests and docs/identify.md.
+
+Each planted kernel is the oracle under a declared profile with one field replaced, and it
+declares the unmodified profile: identify must name exactly the planted field. ``inconsistent``
+answers every other call under another tie rule; ``decode_only`` implements no op identify
+probes. (docs/identify.md's worked example is a kernel written by hand, without the oracle.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from mxgate import oracle
+from mxgate.kernels.functions import backend_from_functions, kernel
+from mxgate.oracle import profiles
+
+# name -> (declared profile, planted fields, the ops the plant shows on)
+PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
+    "ties_zero": ("gfx950", {"tie": "zero"}, ("e2m1.encode", "mx.quantize")),
+    "ties_away": ("gfx950", {"tie": "away"}, ("e2m1.encode", "mx.quantize")),
+    "zero_cleared": ("gfx950", {"zero_sign": "clear"}, ("e2m1.encode", "mx.quantize")),
+    "nan_zero": ("gfx950", {"nan": "zero"}, ("e2m1.encode",)),
+    "inf_neg6": ("gfx950", {"inf": "neg_max"}, ("e2m1.encode", "mx.quantize")),
+    "floor_scale": ("gfx950", {"scale_policy": "floor"}, ("e8m0.scale", "mx.quantize")),
+    # amax * fl(1/6) and amax / 6 give the same byte above the 6*2^-126 floor: planted without a floor
+    "divide_scale": ("ml_dtypes", {"scale_arithmetic": "divide"}, ("e8m0.scale", "mx.quantize")),
+    "no_floor": ("gfx950", {"amax_floor": None}, ("e8m0.scale", "mx.quantize")),
+    "e4m3_nan_overflow": ("torch-cpu", {"fp8_overflow": "nan"}, ("e4m3fn.encode",)),
+}
+
+
+def _functions(p: profiles.Profile) -> dict[str, object]:
+    from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
+
+    return {
+        "e2m1.encode": lambda x: oracle.encode_e2m1(x, p),
+        "mx.quantize": lambda x: oracle.quantize_mx(x, p),
+        "e8m0.scale": lambda amax: oracle.e8m0_scale(amax, p),
+        "e4m3fn.encode": lambda x: oracle.encode_e4m3(x, "fn", saturate=SATURATE_OF_OVERFLOW[p.fp8_overflow]),
+    }
+
+
+def _planted(name: str):
+    declared, changes, ops = PLANTS[name]
+    functions = _functions(dataclasses.replace(profiles.get(declared), name=f"planted-{name}", **changes))
+    return backend_from_functions(f"planted-{name}", *(kernel(op, functions[op], profile=declared) for op in ops))
+
+
+ties_zero = _planted("ties_zero")
+ties_away = _planted("ties_away")
+zero_cleared = _planted("zero_cleared")
+nan_zero = _planted("nan_zero")
+inf_neg6 = _planted("inf_neg6")
+floor_scale = _planted("floor_scale")
+divide_scale = _planted("divide_scale")
+no_floor = _planted("no_floor")
+e4m3_nan_overflow = _planted("e4m3_nan_overflow")
+
+_calls = itertools.count()
+
+
+def _flip_flop(x: np.ndarray) -> np.ndarray:
+    # even calls round ties to even, odd calls toward zero: the same input, two answers
+    tie = "even" if next(_calls) % 2 == 0 else "zero"
+    return oracle.encode_e2m1(x, dataclasses.replace(profiles.get("gfx950"), tie=tie))
+
+
+# amax * fl(1/6) against amax / 6 under gfx950's floor: no probe can tell them apart
+divide_with_floor = backend_from_functions(
+    "divide-with-floor", kernel("e8m0.scale", _functions(dataclasses.replace(
+        profiles.get("gfx950"), name="planted-divide-with-floor", scale_arithmetic="divide"))["e8m0.scale"],
+        profile="gfx950"))
+decode_only = backend_from_functions("decode-only", kernel("e2m1.decode", oracle.decode_e2m1, profile="gfx950"))
+inconsistent = backend_from_functions("inconsistent", kernel("e2m1.encode", _flip_flop, profile="gfx950"))
