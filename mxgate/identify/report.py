@@ -26,13 +26,13 @@ def profile_name(result: IdentifyResult, op: OpIdentity) -> str:
     """The name the register call gives the inferred profile: the backend's, with the op's when
     several of its ops need a profile of their own."""
     own = [o for o in result.ops if o.inference is not None and o.status in (DIFFERS, UNEXPLAINED)]
-    base = slug(result.backend.rpartition(":")[2] if ":" in result.backend else result.backend)
+    base = slug(result.backend)
     return base if len(own) <= 1 else f"{base}-{slug(op.op)}"
 
 
 def register_call(name: str, inference: Inference) -> str:
     changes = "".join(f", {f}={value!r}" for f, (value, _) in inference.differs.items())
-    return f'profiles.register(dataclasses.replace(profiles.get("{inference.nearest}"), name="{name}"{changes}))'
+    return f"profiles.register(dataclasses.replace(profiles.get({inference.nearest!r}), name={name!r}{changes}))"
 
 
 def _value(x: np.ndarray) -> str:
@@ -131,6 +131,8 @@ def text(result: IdentifyResult) -> list[str]:
     lines = []
     for i, op in enumerate(result.ops, start=1):
         lines += op_lines(result, op, i, len(result.ops))
+    if result.not_probed:
+        lines.append(f"not probed by identify (no probes for these ops yet): {', '.join(result.not_probed)}")
     for op, why in result.not_run:
         lines.append(f"not run here: {op}: {why}" if op != "*" else f"not available here: {why}")
     return lines
@@ -188,7 +190,7 @@ def evidence(result: IdentifyResult) -> dict[str, Any]:
     return {"backend": result.backend, "description": result.description, "revision": result.revision,
             "device": result.device, "seed": SEED, "status": result.status, "load_fault": result.load_fault or None,
             "ops": [op_json(result, op) for op in result.ops],
-            "not_run": [{"op": op, "why": why} for op, why in result.not_run]}
+            "not_run": [{"op": op, "why": why} for op, why in result.not_run], "not_probed": result.not_probed}
 
 
 def evidence_text(result: IdentifyResult) -> str:

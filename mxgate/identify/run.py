@@ -51,6 +51,7 @@ class IdentifyResult:
     device: str
     ops: list[OpIdentity] = field(default_factory=list)
     not_run: list[tuple[str, str]] = field(default_factory=list)  # (op, why)
+    not_probed: list[str] = field(default_factory=list)  # ops the backend implements that identify has no probes for
     load_fault: str = ""
 
     @property
@@ -103,6 +104,8 @@ def identify(name: str, ops: list[str] | None = None, device: str = "cpu", *, ti
             result.not_run.append(("*", backend.available().reason))
             return result
         wanted = ops or [op for op in supported_ops() if op in implemented]
+        if not ops:
+            result.not_probed = sorted(op for op in implemented if op not in DRIVERS)
         for op in wanted:
             status = backend.available_for(op)
             if not status:
