@@ -91,6 +91,30 @@ gate, under `aiter-py`.
 """
 
 
+# The `mxgate identify` run (docs/identify.md) that would settle each unverified choice, on the
+# hardware the implementation runs on: (profile, field) -> the run, in Markdown.
+_AITER_HIP = ("`mxgate identify --backend aiter --op mx.quantize --device cuda` on a ROCm gfx950 machine "
+              "(per_1x32_f4_quant_hip drives the same converter)")
+_AITER_SRC = "with `MXGATE_AITER_SRC` set to a ROCm/aiter checkout, on a ROCm gfx950 machine"
+SETTLED_BY: dict[tuple[str, str], str] = {
+    ("gfx950", "nan"): _AITER_HIP,
+    ("aiter-per1x32", "nan"): _AITER_HIP,
+    ("argmin", "scale_policy"): (f"`mxgate identify --backend aiter-reference --op aiter.fp4_quant_e2m1_with_e8m0 "
+                                 f"--device cuda` {_AITER_SRC} (the device's torch.log2)"),
+    ("aiter-dsv4-act", "scale_policy"): (f"`mxgate identify --backend aiter-reference --op aiter.fp4_act_quant "
+                                         f"--device cuda` {_AITER_SRC} (the device's torch.log2)"),
+    ("deepgemm", "nan"): ("`mxgate identify --backend module:attr --op fp4_indexer.quantize --device cuda` on a "
+                          "Hopper or Blackwell GPU, with an adapter of DeepGEMM's reference quantizer (none ships "
+                          "with mxgate yet)"),
+    ("microxcaling", "nan"): ("`mxgate identify --backend module:attr --op mx.quantize` with an adapter of "
+                              "microxcaling's quantizer (none ships with mxgate yet)"),
+    ("ocp", "nan"): "none: OCP MX v1.0 leaves it to the implementation; identify the implementation instead",
+}
+# The base's unverified ue8m0_rounding: the FP8 ue8m0 scale of the indexer op on the device.
+BASE_SETTLED_BY = ("`mxgate identify --backend aiter --device cuda` on a ROCm gfx950 machine, once identify "
+                   "probes the indexer op's FP8 mode (not yet: docs/identify.md, Limits)")
+
+
 def _value(value: object) -> str:
     if value is None:
         return "none"
@@ -123,7 +147,8 @@ def _base_section(base: profiles.Profile) -> list[str]:
     lines += [f"| `{k}` | {_cell(_value(v))} |" for k, v in base.semantics().items()]
     lines.append("")
     for choice in base.unverified:
-        lines.append(f"Unverified in the base, so in every profile that keeps it: `{choice.field}`: {choice.why}.")
+        lines.append(f"Unverified in the base, so in every profile that keeps it: `{choice.field}`: {choice.why}. "
+                     f"Settled by: {BASE_SETTLED_BY}.")
     return lines + [""]
 
 
@@ -142,6 +167,9 @@ def _profile_section(p: profiles.Profile, base: profiles.Profile) -> list[str]:
         if choice not in base.unverified:
             admitted = ", ".join(f"`{v}`" for v in p.admitted_values(choice.field))
             lines.append(f"- unverified `{choice.field}`: {choice.why} (admitted: {admitted})")
+            settle = SETTLED_BY.get((p.name, choice.field))
+            if settle:
+                lines.append(f"  - settled by: {settle}")
     if p.notes:
         lines.append(f"- note: {p.notes}")
     return lines + [""]
