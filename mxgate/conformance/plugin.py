@@ -549,12 +549,12 @@ def record(request: pytest.FixtureRequest, backend_name: str):
         if information and verdict.verdict == FAIL:
             raise ValueError("an information row cannot be a fail")
         known = known_findings.finding(backend_name, op, device) if verdict.verdict == FAIL else None
-        notes = [n for n in _backend_notes(request.config, backend_name) if n.startswith(f"{op}: ")]
-        if notes and verdict.verdict != UNSUPPORTED:
-            # a cell that differed between repeat calls was judged as NaN: say so beside the verdict
+        note = _backend_notes(request.config, backend_name, op)
+        if note and verdict.verdict != UNSUPPORTED:
+            # cells that differed between repeat calls were judged as NaN: say so beside the verdict
             import dataclasses
 
-            verdict = dataclasses.replace(verdict, reason="; ".join(filter(None, [verdict.reason, *notes])))
+            verdict = dataclasses.replace(verdict, reason="; ".join(filter(None, [verdict.reason, note])))
         _attach(request.node, backend_name, op, config_id, verdict, seed, profile, known=known,
                 expected=bool(known and xfail_known), information=information)
         if verdict.verdict == FAIL:
@@ -569,9 +569,9 @@ def record(request: pytest.FixtureRequest, backend_name: str):
     return _record
 
 
-def _backend_notes(config: pytest.Config, name: str) -> list[str]:
+def _backend_notes(config: pytest.Config, name: str, op: str) -> str:
     backend = config.stash[_ISOLATED].get(name)
-    return backend.take_notes() if backend is not None and hasattr(backend, "take_notes") else []
+    return backend.take_notes(op) if backend is not None and hasattr(backend, "take_notes") else ""
 
 
 @pytest.hookimpl(wrapper=True)

@@ -365,7 +365,7 @@ def _answer(backend: Backend, op: str, args: tuple, kwargs: dict, repeats: "Repe
 
     try:
         if op == DEVICE_SWEEP:  # the sweep runs here, beside the kernel: its tensors stay on the device
-            return "ok", (backend.device_sweep(*args, **kwargs), {}, "")
+            return "ok", (backend.device_sweep(*args, **kwargs), {}, 0)
         declared = backend.op(op)
         pristine = _fresh(args, kwargs)
         if declared.outside_contract is not None:
@@ -406,9 +406,7 @@ def _answer(backend: Backend, op: str, args: tuple, kwargs: dict, repeats: "Repe
             if difference is not None:
                 return "nondeterministic", f"call {attempt} on fresh copies of the same inputs differs from call 1: " \
                                            f"{difference}"
-        note = (f"{unstable} output element(s) differed between calls of the same inputs and were judged as NaN "
-                f"(0x{UNSTABLE_BITS:08X})") if unstable else ""
-        return "ok", (result, written, note)
+        return "ok", (result, written, unstable)
     except OutsideContract as error:  # from the predicate itself
         return "raised", ("OutsideContract", f"the op's outside_contract predicate raised: {error}",
                           traceback.format_exc())
@@ -436,7 +434,7 @@ class _Worker:
         self.conn: Any = None
         self.secret = b""
         self.call_id = 0
-        self.notes: list[str] = []  # what the last calls' repeats found that the judge must know
+        self.unstable: list[tuple[str, int]] = []  # (op, elements that differed between repeat calls)
         self.hung: dict[str, str] = {}  # op -> the cause of its timeout: a hung op is not called again
 
     # starting and loading
@@ -537,10 +535,10 @@ class _Worker:
                 self.hung[op] = fault.cause
             raise
         if kind == "ok":
-            result, written, note = payload
+            result, written, unstable = payload
             _write_back(self.name, op, args, kwargs, written)
-            if note:
-                self.notes.append(f"{op}: {note}")
+            if unstable:
+                self.unstable.append((op, unstable))
             return result
         if kind == "outside":
             raise OutsideContract(payload)
@@ -647,10 +645,15 @@ class IsolatedBackend(Backend):
         run.__name__ = op
         return run
 
-    def take_notes(self) -> list[str]:
-        """What repeat calls found since the last take (elements that differed between calls)."""
-        notes, self._worker.notes = self._worker.notes, []
-        return notes
+    def take_notes(self, op: str) -> str:
+        """What the repeat calls of ``op`` found since the last take, in one phrase (elements
+        that differed between calls and went to the judge as NaN), or ''."""
+        counts = [n for name, n in self._worker.unstable if name == op]
+        self._worker.unstable = [(name, n) for name, n in self._worker.unstable if name != op]
+        if not counts:
+            return ""
+        return (f"in {len(counts)} call(s), {min(counts)}..{max(counts)} output element(s) differed between calls of "
+                f"the same inputs and were judged as NaN (0x{UNSTABLE_BITS:08X})")
 
     def close(self) -> None:
         self._worker.stop()
