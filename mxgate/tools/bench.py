@@ -210,18 +210,18 @@ def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
     from mxgate.oracle.parallel import thread_count
 
     threads = thread_count()
-    runs: dict[str, tuple[Callable[[], object], int | None, str]] = {
-        ONE_THREAD: (case.ours, 1, "1"),
-        THREADS: (case.ours, None, "all"),
-        PEER: (case.peer, None, "peer"),
+    runs: dict[str, tuple[Callable[[], object], int | None]] = {  # kind: (call, MXGATE_THREADS)
+        ONE_THREAD: (case.ours, 1),
+        THREADS: (case.ours, None),
+        PEER: (case.peer, None),
     }
     if machine is not None:
-        runs[MACHINE_ONE] = (machine[0], None, "machine 1")
-        runs[MACHINE] = (machine[1], None, "machine all")
+        runs[MACHINE_ONE] = (machine[0], None)
+        runs[MACHINE] = (machine[1], None)
     order_of_repeat = tuple(runs)
     loops = {}
     for kind in order_of_repeat:
-        function, count, _ = runs[kind]
+        function, count = runs[kind]
         with oracle_threads(count):
             loops[kind] = _loops(function, clock, min_sample_s)
     samples: dict[str, list[float]] = {kind: [] for kind in order_of_repeat}
@@ -229,7 +229,7 @@ def measure(case: Case, elements: int, repeats: int, peer_version: str, *,
     order: list[str] = []
     for _ in range(repeats):
         for kind in order_of_repeat:
-            function, count, _ = runs[kind]
+            function, count = runs[kind]
             with oracle_threads(count):
                 wall, own = _sample_ms(function, loops[kind], clock, cpu_clock)
             samples[kind].append(wall)
