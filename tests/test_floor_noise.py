@@ -101,3 +101,13 @@ def test_sglang_without_its_dependencies_is_installed_last(where: str) -> None:
     assert sglang, installs
     assert all("--no-deps" in installs[i] for i in sglang)
     assert all("--no-deps" in c for c in installs[sglang[0]:]), installs
+
+
+def test_readme_and_ci_pin_the_same_packages() -> None:
+    """One pin per package for the README's set-up and CI (ml_dtypes included: the bench's peer)."""
+    def pins(text: str) -> dict[str, str]:
+        return dict(re.findall(r'"([A-Za-z_][\w-]*)==([^"]+)"', text))
+
+    readme = pins(re.search(r"```bash\n(pip install .*?)\n```", (ROOT / "README.md").read_text()).group(1))
+    ci = pins((ROOT / ".ci/run").read_text())
+    assert readme == ci and readme.get("ml_dtypes"), (readme, ci)
