@@ -47,6 +47,46 @@ class MlDtypesBackend(Backend):
         }
 
 
+# Probe inputs: finite overflow (1e6) and +Inf for float8_e4m3fn; a quiet NaN for bfloat16.
+_PROBE_FP8 = np.float32([1e6, np.inf])
+_PROBE_BF16 = np.float32([np.nan])
+
+
+def _cast_bits(x: np.ndarray, dtype_name: str, view_name: str, device: str) -> np.ndarray:
+    """torch's cast of float32 ``x`` to ``dtype_name`` on ``device``, as the raw bits (the probe's
+    one cast; tests plant other behaviours here)."""
+    torch = _torch()
+    t = torch.from_numpy(np.ascontiguousarray(x, np.float32)).to(device)
+    return t.to(getattr(torch, dtype_name)).view(getattr(torch, view_name)).cpu().numpy()
+
+
+def probe_torch_casts(device: str) -> tuple[str, str]:
+    """(fp8_overflow, bf16_nan) of the torch that runs here, read from its casts (SPEC 4.3, 1.4).
+
+    float8_e4m3fn: 0x7E for 1e6 and +Inf is "saturate", 0x7F "nan"; anything else is neither
+    and raises (the backend then fails to load, naming the bytes). bfloat16 NaN: 0xFFFF is
+    "all_ones", 0x7FFF "canonical", 0x7FC0 "sign_quiet"."""
+    fp8 = [int(b) for b in np.asarray(_cast_bits(_PROBE_FP8, "float8_e4m3fn", "uint8", device)).view(np.uint8)]
+    overflow = {(0x7E, 0x7E): "saturate", (0x7F, 0x7F): "nan"}.get((fp8[0], fp8[1]))
+    bf16 = int(np.asarray(_cast_bits(_PROBE_BF16, "bfloat16", "int16", device)).view(np.uint16)[0])
+    nan = {0xFFFF: "all_ones", 0x7FFF: "canonical", 0x7FC0: "sign_quiet"}.get(bf16)
+    if overflow is None or nan is None:
+        raise RuntimeError(f"torch's casts fit no torch profile: float8_e4m3fn(1e6, inf) = {fp8[0]:#04x}, "
+                           f"{fp8[1]:#04x}; bfloat16(nan) = {bf16:#06x}")
+    return overflow, nan
+
+
+def torch_cast_profile(device: str) -> str:
+    """The registered profile whose FP8 overflow and bf16 NaN rules are those of this torch's casts."""
+    from mxgate.oracle.profiles_peers import TORCH_CAST_PROFILES
+
+    probed = probe_torch_casts(device)
+    name = TORCH_CAST_PROFILES.get(probed)
+    if name is None:
+        raise RuntimeError(f"torch's casts (fp8_overflow={probed[0]}, bf16_nan={probed[1]}) fit no torch profile")
+    return name
+
+
 class TorchCastBackend(Backend):
     description = "torch dtype casts: float8_e4m3fn, float8_e4m3fnuz, bfloat16, float8_e8m0fnu"
 
@@ -83,9 +123,10 @@ class TorchCastBackend(Backend):
         return run
 
     def ops(self) -> dict[str, Op]:
-        # Measured: torch 2.13 CPU e4m3fn saturates and bf16 NaN is 0xFFFF; torch 2.11 CUDA (H200)
-        # e4m3fn does not saturate and bf16 NaN is 0x7FFF; e4m3fnuz never saturates.
-        fn_profile = "torch-cpu" if self.device == "cpu" else "torch-cuda"
+        # The e4m3fn and bf16 rules change with torch's version (pytorch#178817: eager e4m3fn casts
+        # saturate from 2.13) and device, so they are probed here, in the backend's worker, on the
+        # torch that runs the casts. e4m3fnuz never saturates.
+        fn_profile = torch_cast_profile(self.device)
         return {
             OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, fn_profile, self._cast("float8_e4m3fn", "uint8"),
                                      run_tensor=self._cast_tensor("float8_e4m3fn")),

@@ -380,4 +380,4 @@ def register(profile: Profile) -> Profile:
 
 # Registered on every import of this module, so the set of names never depends on what else a
 # process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer).
-from mxgate.oracle import profiles_aiter, profiles_vllm  # noqa: E402,F401
+from mxgate.oracle import profiles_aiter, profiles_peers, profiles_vllm  # noqa: E402,F401
