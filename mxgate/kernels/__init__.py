@@ -42,6 +42,9 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "aiter-triton": ("mxgate.kernels.aiter_triton", "AiterTritonBackend", {}),
     "aiter-reference": ("mxgate.kernels.aiter_reference", "AiterReferenceBackend", {}),
     "vllm-triton-fnuz": ("mxgate.kernels.vllm_triton", "VllmTritonBackend", {"fp8": "fnuz"}),
+    "torchao-mx-floor": ("mxgate.kernels.peers", "TorchaoMxBackend", {"mode": "floor"}),
+    "torchao-mx-rceil": ("mxgate.kernels.peers", "TorchaoMxBackend", {"mode": "rceil"}),
+    "microxcaling": ("mxgate.kernels.peers", "MicroxcalingBackend", {}),
 }
 
 

@@ -40,6 +40,7 @@ F32_ABS = 0x7FFFFFFF
 F32_INF = 0x7F800000
 F32_QUIET = 0x00400000
 F32_CANONICAL_NAN = 0x7FC00000
+F32_X86_DEFAULT_NAN = 0xFFC00000  # x86 SSE's default NaN: Inf / Inf, Inf * 0
 
 # ---------------------------------------------------------------------------------------------
 # Generic exact binary rounding
@@ -400,7 +401,9 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
     underflow to +-0 (and profile.zero_sign then sees a zero).
     Byte 255 follows profile.nan_scale: "exponent" divides by 2^128 (the field taken
     literally); "nan" divides by a NaN scale: the quotient is x's NaN if x is one (the dividend
-    comes first, as in x86 division), else the scale's +NaN 0x7FC00000.
+    comes first, as in x86 division), else the scale's +NaN 0x7FC00000; "inf" divides by +Inf:
+    a zero of x's sign, an Inf x the x86 default NaN 0xFFC00000. Byte 0 divides by
+    profile.scale0_divisor: 2^-127 (pow2), 2^-126 (min_normal) or 1 (one).
     A NaN x comes out of the division quiet (bit 22 set), which matters only for torchao_bits.
     """
     _check_u32(x_bits, "x_bits")
@@ -410,12 +413,20 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
     p = _get_profile(profile)
     if f32_is_nan(x_bits):
         return _e2m1_nan_code(x_bits | F32_QUIET, p)
-    if e8m0_byte == 0xFF and getattr(p, "nan_scale", "exponent") == "nan":
+    nan_scale = getattr(p, "nan_scale", "exponent")
+    if e8m0_byte == 0xFF and nan_scale == "nan":
         return _e2m1_nan_code(F32_CANONICAL_NAN, p)
     sign = f32_sign(x_bits)
+    if e8m0_byte == 0xFF and nan_scale == "inf":  # x / +Inf
+        if f32_is_inf(x_bits):
+            return _e2m1_nan_code(F32_X86_DEFAULT_NAN, p)
+        return _encode_e2m1_value(Fraction(0), sign, p)
     if f32_is_inf(x_bits):
         return _e2m1_inf_code(sign, p)
-    q = f32_to_fraction(x_bits) / pow2(e8m0_byte - 127)
+    divisor = pow2(e8m0_byte - 127)
+    if e8m0_byte == 0:
+        divisor = {"pow2": pow2(-127), "min_normal": pow2(-126), "one": Fraction(1)}[getattr(p, "scale0_divisor", "pow2")]
+    q = f32_to_fraction(x_bits) / divisor
     if quotient == "f32":
         return encode_e2m1(fraction_to_f32_bits(q, negative_zero=bool(sign)), p)
     return _encode_e2m1_value(q, sign, p)
@@ -625,17 +636,24 @@ def _even_biased(amax_bits: int) -> int | None:
 def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None) -> int | None:
     """Biased exponent before clamping; None stands for -inf (log2 of 0)."""
     policy = p.scale_policy
-    if policy in ("rceil", "rceil_log2f"):
+    if policy in ("rceil", "rceil_log2f", "rceil_exact"):
         v = _amax_over_6(amax, p.scale_arithmetic)
         if floor_value is not None and p.floor_where == "after":
             v = max(v, floor_value)
         if policy == "rceil":
             return ceil_pow2_field(fraction_to_f32_bits(v))
+        if policy == "rceil_exact":  # ceil(log2 v) with no rounding of the log2 (cvt.rp)
+            if v == 0:
+                return None
+            k = floor_log2(v)
+            return k + (v != pow2(k)) + 127
         return None if v == 0 else math.ceil(log2f_value(v)) + 127
     if amax == 0:
         return None
     if policy == "floor":
         return floor_log2(amax) - 2 + 127
+    if policy == "floor_log2f":  # floor of a correctly rounded log2f
+        return math.floor(log2f_value(amax)) - 2 + 127
     if policy == "ceil":
         return ceil_pow2_field(fraction_to_f32_bits(amax)) - 2
     if policy == "even":
@@ -656,12 +674,17 @@ def e8m0_scale(amax_bits_f32: int, profile: str | Profile) -> int:
     p = _get_profile(profile)
     a = amax_bits_f32 & F32_ABS
     if not f32_is_finite(a):
-        if getattr(p, "special_scale", "nan_byte") == "nan_byte" or p.exp_clamp is None:
+        special = getattr(p, "special_scale", "nan_byte")
+        if special in ("satfinite", "inf_field") and not f32_is_nan(a):
+            if special == "satfinite":
+                return 0xFE  # cvt.rp.satfinite: the largest finite e8m0
+            return 0xFF - 2 if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
+        if special != "clamped" or p.exp_clamp is None:
             return 0xFF
         return min(max(0xFF, p.exp_clamp[0]), p.exp_clamp[1])
     amax = f32_to_fraction(a)
     floor_value = None if p.amax_floor is None else fl32_of_float(float(p.amax_floor))
-    has_v = p.scale_policy in ("rceil", "rceil_log2f")
+    has_v = p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact")
     if floor_value is not None and (p.floor_where == "before" or not has_v):
         amax = max(amax, floor_value)
     biased = _policy_biased(amax, p, floor_value)

@@ -47,8 +47,8 @@ def quantize_mx(
         _quantize_block(groups, first, last, chunk_rows, plan, scales, packed)
 
     run_blocks(count, work, block_rows)
-    if p.nan_scale == "nan":
-        # Blocks under a NaN scale take the slow path, which picks the surviving NaN explicitly.
+    if p.nan_scale != "exponent":
+        # Blocks under a NaN (or Inf) scale take the slow path, which picks the surviving NaN explicitly.
         nan_blocks = scales == 0xFF
         if nan_blocks.any():
             slow = e2m1.encode_e2m1(groups[nan_blocks], p, scale=scales[nan_blocks, None])

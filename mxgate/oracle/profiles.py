@@ -20,7 +20,7 @@ TieRule = Literal["even", "zero", "away", "down"]
 ZeroSign = Literal["keep", "if_negative", "clear"]
 NanRule = Literal["max_signed", "pos_max", "neg_max", "zero", "inverted_zero", "torchao_bits"]
 InfRule = Literal["saturate", "neg_max"]
-ScalePolicy = Literal["rceil", "rceil_log2f", "floor", "ceil", "even"]
+ScalePolicy = Literal["rceil", "rceil_log2f", "floor", "ceil", "even", "rceil_exact", "floor_log2f"]
 ScaleArithmetic = Literal["reciprocal", "divide"]
 FloorWhere = Literal["before", "after"]
 Byte0 = Literal["pow2", "zero"]
@@ -30,8 +30,9 @@ Fp8Overflow = Literal["nan", "saturate", "satfinite"]
 Ue8m0Rounding = Literal["log2f", "bitwise"]
 Bf16Nan = Literal["sign_quiet", "all_ones", "canonical"]
 AmaxNan = Literal["propagate", "ignore"]
-NanScale = Literal["exponent", "nan"]
-SpecialScale = Literal["nan_byte", "clamped"]
+NanScale = Literal["exponent", "nan", "inf"]
+SpecialScale = Literal["nan_byte", "clamped", "satfinite", "inf_field"]
+Scale0Divisor = Literal["pow2", "min_normal", "one"]
 
 # fl(1/6) = 0x3E2AAAAB, fl(6 * 2^-126): the AITER indexer's amax floor.
 AITER_AMAX_FLOOR = 6.0 * 2.0**-126
@@ -86,7 +87,10 @@ class Profile:
     Scale fields (one e8m0 per group of 32):
       scale_policy      rceil: bitwise ceil_pow2(amax/6); rceil_log2f: ceil(log2f(amax/6))
                         with a correctly rounded log2f; floor: floor_log2(amax) - 2;
-                        ceil: ceil_pow2(amax)/4; even: round amax's mantissa, then / 4.
+                        ceil: ceil_pow2(amax)/4; even: round amax's mantissa, then / 4;
+                        rceil_exact: ceil(log2(amax/6)) exactly (cvt.rp to e8m0: a subnormal
+                        v <= 2^-127 gives byte 0); floor_log2f: floor(log2f(amax)) - 2 with a
+                        correctly rounded log2f (an amax just below 2^k gets 2^(k-2)).
       scale_arithmetic  reciprocal: amax * fl(1/6); divide: correctly rounded amax / 6.
       amax_floor        None or the floor value; floor_where before: max(amax, floor) first;
                         after: max(amax/6, floor).
@@ -95,11 +99,17 @@ class Profile:
       amax_nan          propagate: a NaN element makes the block amax NaN; ignore: max-num
                         reductions skip NaN elements (an all-NaN block has amax 0).
       special_scale     nan_byte: a NaN or Inf amax gives byte 0xFF whatever the clamp;
-                        clamped: the exponent field 0xFF goes through exp_clamp like any other.
+                        clamped: the exponent field 0xFF goes through exp_clamp like any other;
+                        satfinite: NaN gives 0xFF, Inf 0xFE (NVIDIA cvt.rp.satfinite.ue8m0);
+                        inf_field: NaN gives 0xFF, Inf its field 0xFF through the policy's
+                        "- 2" (floor, floor_log2f, ceil: 0xFD; others 0xFF).
+      scale0_divisor    what the elements of a block whose byte is 0 are divided by: pow2
+                        (2^-127), min_normal (2^-126), one (1.0).
       nan_scale         how elements of a block whose scale byte is 0xFF are divided:
                         exponent: by 2^(255-127) = 2^128, as the gfx950 scaled converter uses the
                         scale operand's exponent field; nan: by a NaN scale, so every element is NaN
-                        (software quantizers).
+                        (software quantizers); inf: by +Inf (the bits 0xFF << 23 read as a float):
+                        finite elements give a zero of their sign, an Inf element the default NaN.
     FP8 fields (indexer op FP8 mode): fp8_variant, fp8_overflow (e4m3fn finite overflow and Inf:
       nan, saturate to +-max, or satfinite with every NaN 0x7F), ue8m0_rounding.
     bf16_nan: what a float32 NaN becomes in bf16: sign_quiet (sign | 0x7FC0, ml_dtypes),
@@ -126,6 +136,7 @@ class Profile:
     amax_nan: AmaxNan = "propagate"
     special_scale: SpecialScale = "nan_byte"
     nan_scale: NanScale = "nan"
+    scale0_divisor: Scale0Divisor = "pow2"
     fp8_variant: Fp8Variant = "fn"
     fp8_overflow: Fp8Overflow = "nan"
     ue8m0_rounding: Ue8m0Rounding = "log2f"
@@ -320,18 +331,28 @@ _PROFILES: dict[str, Profile] = {
         ),
         derive(
             "microxcaling",
-            "microsoft/microxcaling default rounding 'nearest' (half away from zero)",
+            "microsoft/microxcaling mx_ops._quantize_mx (fp4_e2m1, round 'nearest': half away from zero, "
+            "the pure-torch path)",
             unverify=Unverified(
                 "nan", "microxcaling emulates in float: a NaN block stays NaN, which no E2M1 code represents"),
             tie="away",
-            scale_policy="floor",
+            zero_sign="if_negative",
+            scale_policy="floor_log2f",
             amax_floor=None,
-            notes="A block holding NaN becomes NaN: its scale byte is 0xFF.",
-            evidence="SPEC 2",
+            notes="Shared exponent floor(torch.log2(amax)) - 2 (an amax just below 2^k gets 2^(k-2)); elements "
+                  "sign(x) * floor(|x| + 0.5), so -0.0 gives +0 and -1e-3 gives -0. A block holding NaN or Inf "
+                  "becomes NaN: its scale byte is 0xFF.",
+            evidence="read + measured: microxcaling's emulator run by the microxcaling backend, docs/findings/peers.md",
         ),
     )
 }
 
+
+# The peer tier's profiles (torch casts by version, NVIDIA's ue8m0 conversion, torchao to_mx),
+# written in their own module: derive() and the Unverified choices above are all they read.
+from mxgate.oracle import profiles_peers as _peers  # noqa: E402
+
+_PROFILES.update({p.name: p for p in _peers.PEER_PROFILES})
 
 # The profiles the golden vectors carry a result for: this table as written above. Profiles of
 # outside implementations measured later are registered at the end of this module.
@@ -380,4 +401,4 @@ def register(profile: Profile) -> Profile:
 
 # Registered on every import of this module, so the set of names never depends on what else a
 # process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer).
-from mxgate.oracle import profiles_aiter, profiles_peers, profiles_vllm  # noqa: E402,F401
+from mxgate.oracle import profiles_aiter, profiles_vllm  # noqa: E402,F401

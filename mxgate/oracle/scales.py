@@ -55,6 +55,40 @@ def log2f_threshold_table() -> np.ndarray:
     return table
 
 
+def _round_up_gap(k: int) -> Decimal:
+    """Half the float32 spacing just below the integer t = k + 1, toward k: fl(log2 a) == t for
+    a = 2^k (1 + f) exactly when log2(1 + f) >= 1 - this (no ties: the boundary is irrational)."""
+    t = k + 1
+    a = abs(t)
+    e = a.bit_length() - 1
+    if t > 0 and a == 1 << e:
+        return Decimal(2) ** (e - 25)  # below a power of two the spacing halves
+    return Decimal(2) ** (e - 24)
+
+
+@cache
+def log2f_floor_table() -> np.ndarray:
+    """K(k) for k = -149..127: the smallest 23-bit mantissa M with fl32(log2(2^k (1 + M 2^-23))) == k + 1
+    (2^23 when there is none), so floor(log2f(a)) is k + (M >= K(k)) for a correctly rounded log2f.
+    Index the result with k + 149."""
+    table = np.full(_MAX_K - _MIN_K + 1, 1 << 23, dtype=np.int64)
+    with localcontext() as context:
+        context.prec = 60
+        for k in range(_MIN_K, _MAX_K + 1):
+            if k + 1 == 0:
+                continue  # a log2 just below 0 is representable: it never rounds up to 0
+            bound = ((Decimal(2) ** (1 - _round_up_gap(k))) - 1) * (1 << 23)  # M >= bound
+            table[k - _MIN_K] = min(int(bound.to_integral_value(rounding="ROUND_CEILING")), 1 << 23)
+    table.setflags(write=False)
+    return table
+
+
+def _floor_log2f_bits(u: np.ndarray) -> np.ndarray:
+    """floor(log2f(a)) for positive finite float32 bits u, log2f correctly rounded (SPEC 3.2)."""
+    k, mant = _exponent_and_mantissa(u)
+    return k + (mant >= log2f_floor_table()[np.clip(k, _MIN_K, _MAX_K) - _MIN_K])
+
+
 def _exponent_and_mantissa(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(k, M) with s = 2^k (1 + M 2^-23) for positive finite float32 bits u (subnormals normalised)."""
     field = ((u & EXP32) >> np.uint32(23)).astype(np.int64)
@@ -105,7 +139,7 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
     if p.amax_floor is not None and p.floor_where == "before":
         a = np.maximum(a, np.float32(p.amax_floor))
     special = ~np.isfinite(a)
-    if p.scale_policy in ("rceil", "rceil_log2f"):
+    if p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact"):
         v = a * RECIP_6 if p.scale_arithmetic == "reciprocal" else a / np.float32(6.0)
         v = np.asarray(v, dtype=np.float32)
         if p.amax_floor is not None and p.floor_where == "after":
@@ -113,6 +147,10 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
         u = f32_bits(v)
         if p.scale_policy == "rceil":
             biased = _ceil_pow2_biased(u)
+        elif p.scale_policy == "rceil_exact":
+            # ceil(log2 v) exactly: a subnormal v at or below 2^-127 (bits 0x00400000) rounds up to
+            # the e8m0 value 2^-127, byte 0; above it, to 2^-126 (the bitwise ceil's byte 1)
+            biased = np.where((u & ABS32) <= np.uint32(0x00400000), 0, _ceil_pow2_biased(u))
         else:
             positive = (u & ABS32) != 0
             safe = np.where(positive & ~special, u, np.uint32(0x3F800000))
@@ -122,6 +160,9 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
         if p.scale_policy == "floor":
             safe = np.where((u & ABS32) != 0, u, np.uint32(0x3F800000))
             biased = np.where((u & ABS32) != 0, _floor_log2_biased(safe), 0) - 2
+        elif p.scale_policy == "floor_log2f":
+            safe = np.where(((u & ABS32) != 0) & ~special, u, np.uint32(0x3F800000))
+            biased = np.where((u & ABS32) != 0, _floor_log2f_bits(safe) + 127, 0) - 2
         elif p.scale_policy == "ceil":
             biased = _ceil_pow2_biased(u) - 2
         else:  # even: round amax's mantissa to one bit (FP4), then floor
@@ -135,7 +176,16 @@ def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") ->
         biased = np.clip(biased, *p.exp_clamp)
     if p.special_scale == "nan_byte":
         biased = np.where(special, 0xFF, biased)
+    elif p.special_scale in ("satfinite", "inf_field"):
+        biased = np.where(np.isnan(a), 0xFF, np.where(np.isinf(a), _inf_byte(p), biased))
     return biased.astype(np.uint8)
+
+
+def _inf_byte(p: _profiles.Profile) -> int:
+    """The byte of an Inf amax under special_scale satfinite or inf_field (SPEC 3.4)."""
+    if p.special_scale == "satfinite":
+        return 0xFE  # the largest finite e8m0
+    return 0xFF - 2 if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
 
 
 _HALF = 1 << 16  # patterns per table range: one per value of the top 16 bits

@@ -37,7 +37,9 @@ _TIES = ("even", "zero", "away", "down")
 _ZERO_SIGNS = ("keep", "if_negative", "clear")
 _NANS = ("max_signed", "pos_max", "neg_max", "zero", "inverted_zero", "torchao_bits")
 _INFS = ("saturate", "neg_max")
-_NAN_SCALES = ("exponent", "nan")
+_NAN_SCALES = ("exponent", "nan", "inf")
+_SCALE0_DIVISORS = ("pow2", "min_normal", "one")
+_X86_DEFAULT_NAN = np.uint32(0xFFC00000)  # what x86 gives for Inf / Inf (and Inf * 0)
 
 
 def table(profile: str | _profiles.Profile) -> np.ndarray:
@@ -97,14 +99,18 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
 
 def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
     """float32 2^(127 - byte) for every e8m0 byte (exact: 2^-127 and 2^-128 are float32
-    subnormals). Byte 255 gives 2^-128 or NaN by the profile's ``nan_scale``."""
-    return _reciprocals(choice(_profiles.get(profile).nan_scale, "profile.nan_scale", _NAN_SCALES))
+    subnormals). Byte 255 gives 2^-128, NaN or 0 (a divisor of +Inf) by the profile's ``nan_scale``;
+    byte 0 gives 2^127, 2^126 or 1 by its ``scale0_divisor`` (SPEC 3.5)."""
+    p = _profiles.get(profile)
+    return _reciprocals(choice(p.nan_scale, "profile.nan_scale", _NAN_SCALES),
+                        choice(p.scale0_divisor, "profile.scale0_divisor", _SCALE0_DIVISORS))
 
 
 @cache
-def _reciprocals(nan_scale: str) -> np.ndarray:
-    last = pow2_f32(np.array(-128)) if nan_scale == "exponent" else np.float32(np.nan)
+def _reciprocals(nan_scale: str, scale0_divisor: str) -> np.ndarray:
+    last = {"exponent": pow2_f32(np.array(-128)), "nan": np.float32(np.nan), "inf": np.float32(0.0)}[nan_scale]
     out = np.append(pow2_f32(127 - np.arange(255)), last).astype(np.float32)
+    out[0] = {"pow2": pow2_f32(np.array(127)), "min_normal": pow2_f32(np.array(126)), "one": np.float32(1.0)}[scale0_divisor]
     out.setflags(write=False)
     return out
 
@@ -128,6 +134,11 @@ def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.
             bits = np.broadcast_to(f32_bits(x32), product.shape)
             quiet = np.where((bits & ABS32) > np.uint32(0x7F800000), bits | np.uint32(0x00400000), np.uint32(0x7FC00000))
             product = np.where(nan_scale, quiet.view(np.float32), product)
+    elif p.nan_scale == "inf":
+        # x / +Inf: an Inf element gives the default NaN, chosen here (x * 0 leaves it to the FPU)
+        inf_scale = np.broadcast_to(scale == 0xFF, product.shape) & np.isinf(x32)
+        if inf_scale.any():
+            product = np.where(inf_scale, _X86_DEFAULT_NAN.view(np.float32), product)
     return product
 
 
