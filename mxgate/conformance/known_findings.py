@@ -36,6 +36,21 @@ KNOWN_FINDINGS.update({
         "below 2^-124 (exact: byte 0); docs/findings/aiter.md"),
 })
 
+# Peers (docs/findings/peers.md): their own defects, with the bytes there.
+KNOWN_FINDINGS.update({
+    ("microxcaling", OpName.E2M1_ENCODE): (
+        "microxcaling rounds with floor(|y| + 0.5) in float32, which double-rounds: y = 0.25 - 1 ulp (0x3E7FFFFF) gives "
+        "0.5 (code 0x1) where half away from zero gives 0x0; and 2**floor(log2|y|) overflows for |y| >= 0x7F7FFFD4 "
+        "(log2 rounds to 128), which gives NaN; docs/findings/peers.md"),
+    ("torchao-mx-rceil", OpName.MX_QUANTIZE): (
+        "torchao RCEIL multiplies a NaN block by its NaN descale; where the element is a NaN too, torch's CPU multiply "
+        "keeps the descale's NaN (the amax's, sign cleared): a -qNaN element gives 0x3 where the profile's nan_scale "
+        "'nan' keeps the element's own NaN (0xB); docs/findings/peers.md"),
+    ("onnx-reference", OpName.E2M1_ENCODE): (
+        "onnx 1.23's reference Cast to FLOAT4E2M1 goes through ml_dtypes: +qNaN gives 0x8 and -qNaN 0x0, where ONNX's "
+        "spec (technical/float4.md: NaN -> 6) and its earlier reference give 0x7; docs/findings/peers.md"),
+})
+
 
 # Findings seen on one device only: (backend, op, device) -> the finding, before the entries above.
 DEVICE_FINDINGS: dict[tuple[str, str, str], str] = {}

@@ -45,6 +45,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "torchao-mx-floor": ("mxgate.kernels.peers", "TorchaoMxBackend", {"mode": "floor"}),
     "torchao-mx-rceil": ("mxgate.kernels.peers", "TorchaoMxBackend", {"mode": "rceil"}),
     "microxcaling": ("mxgate.kernels.peers", "MicroxcalingBackend", {}),
+    "onnx-reference": ("mxgate.kernels.peers", "OnnxReferenceBackend", {}),
 }
 
 

@@ -6,7 +6,7 @@
 * ``microxcaling``: microsoft/microxcaling's emulator (``mx/mx_ops.py`` ``_quantize_mx``, the pure
   torch path, ``fp4_e2m1``, block 32, round "nearest") from a checkout named by
   ``MXGATE_MICROXCALING_SRC``, loaded without its package ``__init__`` (mxgate.kernels.sources).
-* ``onnx-reference``, ``triton-kernels``: mxgate.kernels.peers_onnx / peers_triton.
+* ``onnx-reference``: ONNX's reference ``Cast`` (``onnx.reference``) where onnx is installed.
 
 What each peer does and where it is wrong: docs/findings/peers.md.
 """
@@ -105,6 +105,41 @@ class TorchaoMxBackend(Backend):
             OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, profile, self._run),
             OpName.E8M0_SCALE: Op(OpName.E8M0_SCALE, profile, scale_of_amax,
                                   note="to_mx on a block holding the amax and 31 zeros"),
+        }
+
+
+# ---- ONNX reference Cast ---------------------------------------------------------------------------
+
+
+class OnnxReferenceBackend(Backend):
+    description = "onnx.reference ReferenceEvaluator Cast to FLOAT4E2M1 and FLOAT8E4M3FN(UZ), saturate=1 (opset 23)"
+
+    def available(self) -> Availability:
+        if self.device != "cpu":
+            return Availability(False, "ONNX's reference evaluator runs on the CPU only")
+        return requires("onnx")
+
+    @staticmethod
+    def _cast(to_name: str) -> Any:
+        def run(x: np.ndarray) -> np.ndarray:
+            from onnx import TensorProto, helper
+            from onnx.reference import ReferenceEvaluator
+
+            to = getattr(TensorProto, to_name)
+            x32 = np.ascontiguousarray(x, np.float32)
+            node = helper.make_node("Cast", ["x"], ["y"], to=to, saturate=1)
+            graph = helper.make_graph([node], "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                                      [helper.make_tensor_value_info("y", to, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+            y = ReferenceEvaluator(model).run(None, {"x": x32.ravel()})[0]
+            return np.asarray(y).view(np.uint8).reshape(x32.shape)
+
+        return run
+
+    def ops(self) -> dict[str, Op]:
+        return {
+            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, "onnx", self._cast("FLOAT4E2M1")),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, "onnx", self._cast("FLOAT8E4M3FN")),
         }
 
 

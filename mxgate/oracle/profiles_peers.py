@@ -92,4 +92,15 @@ TORCHAO_FLOOR = _profiles.derive(
     evidence="read + measured: torchao 0.18 to_mx on the CPU, docs/findings/peers.md",
 )
 
-PEER_PROFILES = (TORCH_CUDA_SATURATING, TORCH_CPU_NONSATURATING, NVIDIA_UE8M0, TORCHAO_RCEIL, TORCHAO_FLOOR)
+ONNX = _profiles.derive(
+    "onnx",
+    "ONNX FLOAT4E2M1 / FLOAT8E4M3FN Cast with saturate=1 as its spec states it (docs/docsgen/source/technical/float4.md)",
+    nan="pos_max",
+    fp8_overflow="saturate",
+    notes="E2M1: round to nearest even, +-0 kept, |x| > 6 and +-Inf to +-6, NaN to 6 (0x7) whatever its sign: "
+          "cuda-satfinite's element rule; ONNX's pre-ml_dtypes reference float32_to_float4e2m1_unpacked is the same.",
+    evidence="read: onnx docs/docsgen/source/technical/float4.md and onnx/subbyte.py before commit 5039239a2 "
+             "(2025-07-02); measured: the onnx reference Cast, docs/findings/peers.md",
+)
+
+PEER_PROFILES = (TORCH_CUDA_SATURATING, TORCH_CPU_NONSATURATING, NVIDIA_UE8M0, TORCHAO_RCEIL, TORCHAO_FLOOR, ONNX)
