@@ -385,26 +385,15 @@ def spec(op: str) -> OpSpec:
         raise ValueError(f"unknown op {op!r}; the ops are: {', '.join(OpName)}") from None
 
 
-def reference(op: str, device: str = "cpu", *, twin: bool | None = None):
-    """The reference function of ``op``, NumPy in and out (None where a backend-specific model
-    judges it): the oracle's on the CPU; on ``cuda`` (or with twin=True) the torch twin's
-    counterpart on that device where it has one (mxgate.twin.reference), so that production-size
-    outputs are judged there."""
+def reference(op: str):
+    """The oracle's reference function of ``op``, NumPy in and out (None where a backend-specific
+    model judges it). The gate's device dispatch (the twin on ``cuda``) is
+    ``mxgate.conformance.reference``'s."""
     path = spec(op).reference
     if path is None:
         return None
     module, _, attr = path.partition(":")
-    return computed_on(getattr(importlib.import_module(module), attr), device, twin=twin)
-
-
-def computed_on(function, device: str = "cpu", *, twin: bool | None = None):
-    """The oracle's ``function`` as the gate runs it on ``device``, NumPy in and out: itself on
-    the CPU, its torch twin on that device where the twin has one (mxgate.twin.reference)."""
-    if device != "cpu" if twin is None else twin:
-        from mxgate.twin.reference import on_device
-
-        return on_device(function, device) or function
-    return function
+    return getattr(importlib.import_module(module), attr)
 
 
 def markdown() -> str:

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from mxgate import oracle  # noqa: E402
 from mxgate import kernels  # noqa: E402
 from mxgate.op_table import OpName  # noqa: E402
-from mxgate.twin.sweep import encoder_of, from_numpy_op, sweep_device  # noqa: E402
+from mxgate.twin.sweep import encoder_of, from_numpy_op, sweep_device, sweep_op  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,11 +73,11 @@ def test_isolated_backend_sweeps_in_its_worker(monkeypatch: pytest.MonkeyPatch) 
     chunks = [0, 0x3F80, 0x43E0, 0x7F80, 0xC3E0, 0xFF80]
     isolated = isolation.isolate(here, timeout=120)
     try:
-        got = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16)
-        wrong_rule = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cuda", "e4m3fn", chunks, 16)
+        got = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16, sweep=sweep_op)
+        wrong_rule = isolated.device_sweep(OpName.E4M3FN_ENCODE, "torch-cuda", "e4m3fn", chunks, 16, sweep=sweep_op)
     finally:
         isolated.close()
-    want = here.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16)
+    want = here.device_sweep(OpName.E4M3FN_ENCODE, "torch-cpu", "e4m3fn", chunks, 16, sweep=sweep_op)
     assert (got.inputs, got.mismatches, got.examples) == (want.inputs, want.mismatches, want.examples) == (6 << 16, 0, [])
     # judged under the CUDA rule (no saturation) the CPU cast's saturated infinities are the mismatches:
     # +-Inf -> +-448 (0x7E / 0xFE) where the rule gives NaN (0x7F / 0xFF)

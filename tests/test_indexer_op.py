@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mxgate.conformance.judge import match_variants
 from mxgate.oracle import exact, layouts, ops, profiles
 from mxgate.oracle.formats.bf16 import bf16_bits
 from mxgate.oracle.layouts import POISON, UNWRITTEN, ZERO_PAD
@@ -717,7 +718,7 @@ def test_envelope_names_the_member(mode: str) -> None:
     singled_out = {"rsqrt-up+fma": 0, "rsqrt-down+fma": 1, "rsqrt-rn+mul-add": 2}
     for name in frontend.VARIANT_NAMES:
         actual = OP(**copy_case(args), variant=name)
-        match = ops.match_variants(actual, **args)
+        match = match_variants(actual, **args)
         if name == "rsqrt-rn+fma":
             assert match.status == "exact", match.reason
             continue
@@ -743,12 +744,12 @@ def test_envelope_rejects_tampered_bytes() -> None:
     (row,) = layouts.get("aiter-fp4-kv").gather(bad, slots=[slot])
     row[0, 3] ^= 0x10
     layouts.get("aiter-fp4-kv").scatter(bad, row, slots=[slot])
-    match = ops.match_variants(out._replace(kv_cache=bad), **args)
+    match = match_variants(out._replace(kv_cache=bad), **args)
     assert match.status == "fail" and "match no admissible front end" in match.reason
     poisoned = out.q_out.copy()
     padded = int(np.flatnonzero(args["slot_mapping"] < 0)[0])
     poisoned[padded, 0, 0] = 0  # a byte the contract must not write
-    match = ops.match_variants(out._replace(q_out=poisoned), **args)
+    match = match_variants(out._replace(q_out=poisoned), **args)
     assert match.status == "fail" and match.mismatch[0] == "q_out"
 
 

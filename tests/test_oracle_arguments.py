@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from mxgate import oracle
+from mxgate.conformance.judge import compare_logits
 from mxgate.oracle import arguments, exact, layouts, ops, profiles, scales
 from mxgate.oracle.formats import e2m1, e4m3
 from mxgate.oracle.ops import fastq, frontend
@@ -429,7 +430,7 @@ OP_SIZE_CALLS: list[tuple[str, Callable[[], object], str]] = [
      "epsilon must be finite in float32"),
     ("indexer weights_scale", lambda: ops.indexer_qk_rope_quant_and_cache(**_with(_indexer_fp8, weights_scale=-HUGE_INT)),
      "weights_scale must be finite in float32"),
-    ("compare_logits fill", lambda: _scored().compare(_scored().emulated, fill=HUGE_INT),
+    ("compare_logits fill", lambda: compare_logits(_scored(), _scored().emulated, fill=HUGE_INT),
      "fill must be within the float64 range"),
 ]
 

@@ -832,9 +832,10 @@ def test_benchmark_runs_and_reports_ratios(tmp_path: Path, monkeypatch: pytest.M
 
 @pytest.mark.gpu
 def test_gpu_gate_reference_is_the_oracle() -> None:
-    """What the gate judges against on --device cuda (op_table.reference(op, "cuda"): the twin on
-    the card) gives the NumPy oracle's bytes, for every op the twin serves, under every profile."""
+    """What the gate judges against on --device cuda (conformance.reference.reference(op, "cuda"):
+    the twin on the card) gives the NumPy oracle's bytes, for every op the twin serves, under every profile."""
     from mxgate import op_table
+    from mxgate.conformance.reference import reference
     from mxgate.op_table import OpName
 
     rng = rng_of(SEED + 31)
@@ -849,10 +850,10 @@ def test_gpu_gate_reference_is_the_oracle() -> None:
             OpName.E4M3FNUZ_ENCODE: (x, "fnuz", SATURATE[p.fp8_overflow]),
         }
         for op, args in calls.items():
-            gate = op_table.reference(op, GPU_DEVICE)
+            gate = reference(op, GPU_DEVICE)
             assert gate.__name__.startswith("twin_"), op
             with np.errstate(over="ignore", invalid="ignore"):
-                want = op_table.reference(op, "cpu")(*args)
+                want = op_table.reference(op)(*args)
             got = gate(*args)
             for w, g in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
                 assert np.asarray(w).tobytes() == np.asarray(g).tobytes(), f"seed {SEED + 31} {op} {name}"

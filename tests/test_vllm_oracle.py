@@ -13,7 +13,7 @@ import pytest
 from mxgate import oracle
 from mxgate.oracle import layouts, profiles
 from mxgate.oracle.layouts._vllm import VllmFp4IndexerK
-from mxgate.conformance.judge import check_paged_topk
+from mxgate.conformance.judge import check_paged_topk, compare_logits
 from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.ops import quant_vllm as qv
 from mxgate.inputs import vllm as vc
@@ -180,19 +180,19 @@ def test_bound_holds_for_other_orders_and_is_not_vacuous() -> None:
 
 def test_compare_verdicts() -> None:
     sc = lv.fp4_ragged_logits_scored(**vc.fp4_ragged_case(SEED + 4, 3, 50, 8).kwargs)
-    assert sc.compare(sc.emulated).verdict == "exact"
+    assert compare_logits(sc, sc.emulated).verdict == "exact"
     nudged = sc.emulated.copy()
     win = np.argwhere(sc.window)[0]
     nudged[tuple(win)] = np.nextafter(nudged[tuple(win)], np.float32(np.inf))
-    assert sc.compare(nudged).verdict in ("acceptable", "exact")
-    assert sc.compare(nudged).verdict == "acceptable" or sc.emulated[tuple(win)] == nudged[tuple(win)]
+    assert compare_logits(sc, nudged).verdict in ("acceptable", "exact")
+    assert compare_logits(sc, nudged).verdict == "acceptable" or sc.emulated[tuple(win)] == nudged[tuple(win)]
     broken = sc.emulated.copy()
     broken[tuple(win)] += np.float32(1.0)
-    assert sc.compare(broken).verdict == "fail"
+    assert compare_logits(sc, broken).verdict == "fail"
     outside = sc.emulated.copy()
     outside[~sc.window] = 0.0
-    assert sc.compare(outside, fill=-np.inf).verdict == "fail"
-    assert sc.compare(outside, fill=None).verdict == "exact"
+    assert compare_logits(sc, outside, fill=-np.inf).verdict == "fail"
+    assert compare_logits(sc, outside, fill=None).verdict == "exact"
 
 
 def test_special_scale_bytes() -> None:

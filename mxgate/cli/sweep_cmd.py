@@ -131,6 +131,8 @@ def _judge_sweep(args: argparse.Namespace, backend, op_name: str) -> int:
     profile = args.profile or op.profile
     chunks = list(range(TOTAL >> args.chunk_bits if args.chunks is None else args.chunks))
     fmt = "e2m1" if args.format == "e2m1" else args.format
-    result = backend.device_sweep(op_name, profile, fmt, chunks, args.chunk_bits)
+    from mxgate.twin.sweep import sweep_op
+
+    result = backend.device_sweep(op_name, profile, fmt, chunks, args.chunk_bits, sweep=sweep_op)
     print(f"{args.backend} {op_name} on {args.device}: {result.summary()}", flush=True)
     return 1 if result.mismatches else 0

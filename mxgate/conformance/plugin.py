@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from mxgate import op_table
 from mxgate.conformance import hypothesis_settings, interruption, known_findings, outcome, reports
 from mxgate.conformance import matrix as _matrix
+from mxgate.conformance import reference as _reference
 from mxgate.conformance.judge import FAIL, UNSUPPORTED, Verdict
 
 TIERS = ("quick", "default", "exhaustive")
@@ -456,9 +456,9 @@ def device(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def reference(request: pytest.FixtureRequest):
     """reference(op) -> what the gate judges ``op`` against, NumPy in and out: the NumPy oracle,
-    or on --device cuda the torch twin on the card (``mxgate.op_table.reference``)."""
+    or on --device cuda the torch twin on the card (``mxgate.conformance.reference``)."""
     device = request.config.getoption("--device")
-    return lambda op: op_table.reference(op, device)
+    return lambda op: _reference.reference(op, device)
 
 
 @pytest.fixture(scope="session")
@@ -467,7 +467,7 @@ def oracle_on_device(request: pytest.FixtureRequest):
     and out: itself, or on --device cuda its torch twin on the card (the scorers' ``*_scored``
     forms are judged this way)."""
     device = request.config.getoption("--device")
-    return lambda function: op_table.computed_on(function, device)
+    return lambda function: _reference.computed_on(function, device)
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from mxgate.op_table import OpName
 from mxgate.oracle.geometry import HEAD_DIM, KV_BLOCK
 from mxgate import oracle
 from mxgate.conformance.hypothesis_settings import search
-from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, judge_mx_quantize
+from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, compare_logits, judge_mx_quantize
 from mxgate.conformance.judge import logits_verdict as _logits_verdict
 from mxgate.oracle import layouts
 from mxgate.inputs import logits as lc
@@ -208,7 +208,7 @@ def test_ref_mqa_logits_mixed(backend, record, cfg, oracle_on_device) -> None:
                                 case.q_e8m0.reshape(B, next_n, H, 4), kv_fp4, kv_scale, case.weights,
                                 case.kwargs["context_lens"], next_n=next_n,
                                 weight_scale=case.kwargs["weight_scale"])
-    verdict = _logits_verdict(scored.compare(np.asarray(got, np.float32), fill=-np.inf))
+    verdict = _logits_verdict(compare_logits(scored, np.asarray(got, np.float32), fill=-np.inf))
     record(MIXED, "b{}_ctx{}_n{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")
 
 
@@ -249,7 +249,7 @@ def test_fp8_mqa_logits(backend, record, cfg, oracle_on_device) -> None:
     seed = 9500 + sum(cfg)
     kwargs, scored = fp8_ragged_case(seed, *cfg, oracle_on_device)
     got = np.asarray(backend.op(FP8_RAGGED).run(**kwargs), np.float32)
-    verdict = _logits_verdict(scored.compare(got, fill=-np.inf))
+    verdict = _logits_verdict(compare_logits(scored, got, fill=-np.inf))
     record(FP8_RAGGED, "s{}_kv{}_h{}".format(*cfg) + f"_seed{seed}", verdict, seed=seed, profile="gfx950")
 
 

@@ -74,9 +74,11 @@ def _judged_on_device(backend, op: str, profile: str, fmt: str, record, chunks: 
     and may accept it."""
     if not hasattr(backend, "device_sweep"):  # a duck-typed user backend: judged on the host
         return False
+    from mxgate.twin.sweep import sweep_op  # torch: only on the device path
+
     chunk_bits = CHUNK.bit_length() - 1
     chunks = list(range(1 << (32 - chunk_bits)) if chunks is None else chunks)
-    result = backend.device_sweep(op, profile, fmt, chunks, chunk_bits)
+    result = backend.device_sweep(op, profile, fmt, chunks, chunk_bits, sweep=sweep_op)
     if result.mismatches:
         return False
     record(op, "every-float32", Verdict(EXACT, f"all {result.inputs:,} inputs judged on {backend.device} against the "

@@ -21,6 +21,7 @@ import pytest
 
 from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.judge import ACCEPTABLE, EXACT, FAIL, UNSUPPORTED, Verdict, check_paged_topk, combine, compare_arrays
+from mxgate.conformance.judge import compare_logits
 from mxgate.conformance.judge import logits_verdict as _logits_verdict, topk_verdict as _topk_verdict
 from mxgate import oracle
 from mxgate.inputs import vllm as vc
@@ -66,8 +67,8 @@ def _id(*parts: object) -> str:
 
 def _judge_scorer(run, scored, kwargs: dict) -> Verdict:
     """Two calls: clean_logits (cells outside the window must be -inf) and not (not judged)."""
-    clean = _logits_verdict(scored.compare(np.asarray(run(**kwargs, clean_logits=True)), fill=-np.inf))
-    dirty = _logits_verdict(scored.compare(np.asarray(run(**kwargs, clean_logits=False)), fill=None))
+    clean = _logits_verdict(compare_logits(scored, np.asarray(run(**kwargs, clean_logits=True)), fill=-np.inf))
+    dirty = _logits_verdict(compare_logits(scored, np.asarray(run(**kwargs, clean_logits=False)), fill=None))
     both = combine([clean, dirty])
     reasons = list(dict.fromkeys(v.reason for v in (clean, dirty) if v.reason and v.verdict == both.verdict))
     labels = ("clean_logits", "clean_logits=False")
@@ -115,7 +116,7 @@ def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs, oracle
     scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
     name = "-".join(f"{k}={v}" for k, v in knobs.items())
-    record(FP4_PAGED, f"knobs_{name}_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
+    record(FP4_PAGED, f"knobs_{name}_seed{seed}", _logits_verdict(compare_logits(scored, got, fill=None)), seed=seed,
            profile=prof)
 
 
@@ -186,7 +187,7 @@ def test_fp4_ragged_launch_knobs(backend, record, profile_override, knobs, oracl
     case = vc.fp4_ragged_case(seed, 10, 600, 32, windows="random")
     scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     got = np.asarray(op.run(**case.kwargs, clean_logits=False, knobs=knobs))
-    record(FP4_RAGGED, f"knobs_persistent2_seed{seed}", _logits_verdict(scored.compare(got, fill=None)), seed=seed,
+    record(FP4_RAGGED, f"knobs_persistent2_seed{seed}", _logits_verdict(compare_logits(scored, got, fill=None)), seed=seed,
            profile=prof)
 
 

@@ -104,15 +104,14 @@ class Backend:
     def implements(self, op: str) -> bool:
         return op in self.ops()
 
-    def device_sweep(self, op: str, profile: str, fmt: str, chunks: list[int], chunk_bits: int = 24) -> Any:
+    def device_sweep(self, op: str, profile: str, fmt: str, chunks: list[int], chunk_bits: int = 24, *,
+                     sweep: Callable[..., Any]) -> Any:
         """The element encoder ``op`` over the given 2^chunk_bits-input chunks of all 2^32 float32
-        patterns, judged on this backend's device against the torch twin under ``profile``
-        (``mxgate.twin.sweep.DeviceSweep``). The op's ``run_tensor`` is called on the device
-        tensors where it has one, else its NumPy ``run``."""
-        from mxgate.twin.sweep import encoder_of, sweep_device
-
-        return sweep_device(encoder_of(self.op(op), self.device), profile, self.device, fmt=fmt,
-                            chunk_bits=chunk_bits, chunks=chunks)
+        patterns, judged on this backend's device under ``profile`` by ``sweep(op, device,
+        profile, fmt, chunks, chunk_bits)``: the gate passes the torch twin's
+        (``mxgate.twin.sweep.sweep_op``, giving a ``DeviceSweep``), which calls the op's
+        ``run_tensor`` on the device tensors where it has one, else its NumPy ``run``."""
+        return sweep(self.op(op), self.device, profile, fmt, chunks, chunk_bits)
 
     def op(self, op: str) -> Op:
         table = self.ops()

@@ -44,7 +44,7 @@ import secrets
 import signal
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from mxgate.kernels.base import Availability, Backend, Op, OutsideContract
 
@@ -618,23 +618,17 @@ class IsolatedBackend(Backend):
     def ops(self) -> dict[str, Op]:
         return {name: Op(name, info.profile, self._remote(name), info.note) for name, info in self._described.ops.items()}
 
-    def device_sweep(self, op: str, profile: str, fmt: str, chunks: list[int], chunk_bits: int = 24) -> Any:
+    def device_sweep(self, op: str, profile: str, fmt: str, chunks: list[int], chunk_bits: int = 24, *,
+                     sweep: Callable[..., Any]) -> Any:
         """``Backend.device_sweep`` run in the worker, 2^28 inputs a call (each call under the
-        per-call limit, so a hang or crash is a fault as for any op); the counts are summed here."""
-        from mxgate.twin.sweep import DeviceSweep
-
+        per-call limit, so a hang or crash is a fault as for any op); the parts are merged here
+        (``sweep``, a module-level function, travels pickled by name: the worker imports it)."""
         chunks = list(chunks)
         step = max(1, SWEEP_CALL_INPUTS >> chunk_bits)
-        total = DeviceSweep(profile, fmt)
-        for first in range(0, len(chunks), step):
-            part = self._worker.call(DEVICE_SWEEP, (op, profile, fmt, chunks[first:first + step], chunk_bits), {})
-            total.profile = part.profile
-            total.inputs += part.inputs
-            total.mismatches += part.mismatches
-            total.nan_mismatches += part.nan_mismatches
-            total.examples += part.examples[:max(0, 10 - len(total.examples))]
-            total.seconds += part.seconds
-        return total
+        parts = [self._worker.call(DEVICE_SWEEP, (op, profile, fmt, chunks[first:first + step], chunk_bits),
+                                   {"sweep": sweep})
+                 for first in range(0, max(len(chunks), 1), step)]
+        return parts[0].merged(*parts[1:])
 
     def _remote(self, op: str):
         def run(*args: Any, **kwargs: Any) -> Any:

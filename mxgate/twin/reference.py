@@ -1,7 +1,7 @@
 """The twin as the gate's reference on a device: the oracle's functions with NumPy in and out,
 computed by their torch counterparts on that device.
 
-The gate judges on ``--device cuda`` with these (``mxgate.op_table.reference(op, "cuda")``): the
+The gate judges on ``--device cuda`` with these (``mxgate.conformance.reference.reference(op, "cuda")``): the
 inputs go to the card once, the twin computes the expected bytes there, and they come back as
 NumPy arrays for the judge. tests/test_twin.py proves each counterpart bit-identical to the oracle.
 """

@@ -11,6 +11,7 @@ every input), so a mismatch is the backend's.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -43,6 +44,18 @@ class DeviceSweep:
                 f"{self.mismatches:,} mismatches ({self.nan_mismatches:,} on NaN inputs), {self.seconds:.2f} s")
         rows = [f"  input 0x{b & 0xFFFFFFFF:08X}: twin 0x{t:02X}, backend 0x{k:02X}" for b, t, k in self.examples]
         return "\n".join([head] + rows)
+
+    def merged(self, *parts: DeviceSweep, max_examples: int = 10) -> DeviceSweep:
+        """This sweep and ``parts`` (further chunks of the same encoder, profile and format) as one."""
+        total = dataclasses.replace(self, examples=list(self.examples))
+        for part in parts:
+            total.profile = part.profile
+            total.inputs += part.inputs
+            total.mismatches += part.mismatches
+            total.nan_mismatches += part.nan_mismatches
+            total.examples += part.examples[:max(0, max_examples - len(total.examples))]
+            total.seconds += part.seconds
+        return total
 
 
 def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> tuple[torch.Tensor, int]:
@@ -116,6 +129,14 @@ def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base:
         where = torch.nonzero(ours != actual).reshape(-1)[: max_examples - len(result.examples)]
         for i in where.tolist():
             result.examples.append((int(u[i]), int(ours[i]), int(actual[i])))
+
+
+def sweep_op(op, device: str | torch.device, profile: str | _profiles.Profile, fmt: str, chunks: Iterable[int],
+             chunk_bits: int) -> DeviceSweep:
+    """A backend's element encoder ``op`` (a ``mxgate.kernels.Op``) on ``device`` over ``chunks``,
+    judged against the twin: the ``sweep`` the gate hands ``Backend.device_sweep`` (the kernels
+    lie below the twin and do not import it)."""
+    return sweep_device(encoder_of(op, device), profile, device, fmt=fmt, chunk_bits=chunk_bits, chunks=chunks)
 
 
 def encoder_of(op, device: str | torch.device) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -2,9 +2,9 @@
 
 One block of import lines per op family; ``__all__`` is built from the imported names, so a
 new family only adds its import lines. The scorers live in ``mxgate.oracle.scorers``; their
-public names are re-exported here, and the judging names (``compare_logits``, ``check_topk``,
-``match_variants`` and their result types) resolve to ``mxgate.conformance.judge`` on first
-use, so the oracle itself makes no verdict.
+public names are re-exported here. The oracle makes no verdict: judging a backend's outputs
+against these (``compare_logits``, ``check_topk``, ``match_variants``) is
+``mxgate.conformance.judge``'s, a layer above.
 """
 
 from types import ModuleType as _ModuleType
@@ -29,17 +29,5 @@ pa_mqa_logits_fp8_exact = pa_mqa_logits_fp8_scored
 fp4_index_logits_decode_exact = fp4_index_logits_decode_scored
 fp4_index_logits_paged_exact = fp4_index_logits_paged_scored
 
-_JUDGED = ("EnvelopeMatch", "LogitsCheck", "TopkCheck", "check_topk", "compare_logits", "match_variants")
-
-__all__ = sorted(
-    [name for name, value in list(globals().items())
-     if not name.startswith("_") and not isinstance(value, _ModuleType)] + list(_JUDGED)
-)
-
-
-def __getattr__(name: str) -> object:
-    if name in _JUDGED:
-        from mxgate.conformance import judge
-
-        return getattr(judge, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = sorted(name for name, value in list(globals().items())
+                 if not name.startswith("_") and not isinstance(value, _ModuleType))

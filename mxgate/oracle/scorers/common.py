@@ -49,6 +49,8 @@ class ScoredLogits:
               no finite claim is made).
     window:   bool, the cells the kernel writes.
     emulated: float32 emulated order (-inf outside the window), or None when not asked for.
+
+    A backend's output is judged against it by ``mxgate.conformance.judge.compare_logits``.
     """
 
     value: np.ndarray
@@ -57,13 +59,6 @@ class ScoredLogits:
     emulated: np.ndarray | None
     qk_accum: str = KSTEPS
     bound_model: str = GROUPS
-
-    def compare(self, actual: np.ndarray, fill: np.ndarray | float | None = -np.inf):
-        """A backend's float32 output judged against this answer: the conformance judge's
-        ``compare_logits`` (mxgate.conformance.judge), returned as its ``LogitsCheck``."""
-        from mxgate.conformance.judge import compare_logits
-
-        return compare_logits(self, actual, fill=fill)
 
 
 def array(x: object, name: str) -> np.ndarray:
