@@ -143,8 +143,8 @@ def test_encode_e4m3_every_bf16_pattern_and_boundary(variant: str, overflow: str
     got = oracle.encode_e4m3(as_f32(PATTERNS), variant, saturate=SATURATE[overflow])
     want = expected_from_runs(e4m3_runs(variant, overflow), PATTERNS)
     if (variant, overflow) == ("fnuz", "satfinite"):
-        # SPEC open (test_oracle_vs_exact's FNUZ_SATFINITE_NAN): exact sends NaN to 0x80, the
-        # oracle to 0x7F; every other input is the exact model's
+        # SPEC open: the NaN code of fnuz under satfinite (test_oracle_vs_exact's FNUZ_SATFINITE_NAN):
+        # exact sends NaN to 0x80, the oracle to 0x7F; every other input is the exact model's
         want[(PATTERNS & 0x7FFFFFFF) > 0x7F800000] = 0x7F
     first_difference(got, want, PATTERNS, f"e4m3{variant} {overflow}")
 
