@@ -123,9 +123,12 @@ def window_pairs() -> tuple[np.ndarray, np.ndarray]:
 WINDOW_X, WINDOW_E = window_pairs()
 
 
-def exact_quotient(x_bits: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """x / 2^(e-127) in float64: exact for bf16 x and e in [0, 254] (no under/overflow)."""
-    return np.ldexp(as_f32(x_bits).astype(np.float64), 127 - e.astype(np.int64))
+def exact_quotient(x_bits: np.ndarray, e: np.ndarray, name: str) -> np.ndarray:
+    """x / 2^(e-127) in float64: exact for bf16 x and e in [0, 254] (no under/overflow). Byte 0
+    divides by what the profile's scale0_divisor says (SPEC 3.5): 2^-127, 2^-126 or 1."""
+    shift = 127 - e.astype(np.int64)
+    zero = {"pow2": 127, "min_normal": 126, "one": 0}[profiles.get(name).scale0_divisor]
+    return np.ldexp(as_f32(x_bits).astype(np.float64), np.where(e == 0, zero, shift))
 
 
 # -------------------------------------------------------------------------------- code spaces
@@ -204,7 +207,7 @@ def test_e2m1_every_bf16_times_every_interesting_scale(name: str) -> None:
     # Bytes outside the window put |x/S| below 1/16 (a zero code) or at 16 and above (saturated):
     # the code no longer depends on the byte there, except through float32 under/overflow of a
     # real division, which test_e2m1_scale_underflow_overflow_edges covers.
-    q = exact_quotient(WINDOW_X, WINDOW_E)
+    q = exact_quotient(WINDOW_X, WINDOW_E, name)
     expected = e2m1_from_steps(name, q, (WINDOW_X >> 31).astype(bool))
     got = oracle.encode_e2m1(as_f32(WINDOW_X), name, scale=WINDOW_E)
     assert_same(got, expected, x=WINDOW_X, scale=WINDOW_E)
@@ -231,7 +234,7 @@ def test_e2m1_scaled_random_sample_through_exact(name: str) -> None:
     pick = rng.choice(WINDOW_X.size, size=1500, replace=False)
     x, e = WINDOW_X[pick], WINDOW_E[pick]
     expected = np.array([X.encode_e2m1_scaled(int(b), int(s), name) for b, s in zip(x, e)], np.uint8)
-    steps = e2m1_from_steps(name, exact_quotient(x, e), (x >> 31).astype(bool))
+    steps = e2m1_from_steps(name, exact_quotient(x, e, name), (x >> 31).astype(bool))
     assert_same(steps, expected, x=x, scale=e)  # the step table is the exact model
     assert_same(oracle.encode_e2m1(as_f32(x), name, scale=e), expected, x=x, scale=e)
 
@@ -295,7 +298,7 @@ def test_e2m1_every_bf16_times_every_finite_byte(name: str) -> None:
     for byte in range(255):
         x = ALL_BF16[(ALL_BF16 & 0x7F800000) != 0x7F800000]
         e = np.full(x.size, byte, np.uint8)
-        q = exact_quotient(x, e)
+        q = exact_quotient(x, e, name)
         a = np.abs(q)
         in_f32 = (a < 2.0**128) & ((a >= 2.0**-126) | (a == 0))  # no float32 over/underflow
         expected = e2m1_from_steps(name, q, (x >> 31).astype(bool))
