@@ -16,12 +16,53 @@ from mxgate.op_table import TABLE, OpName
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_op_is_declared_once_with_a_signature() -> None:
-    assert set(TABLE) == set(OpName) == set(op_table.OPS)
+def test_every_op_is_declared_once_with_typed_inputs_and_outputs() -> None:
+    assert list(TABLE) == list(OpName)
     for spec in TABLE.values():
-        assert spec.outputs or "see" in spec.signature or "keyword" in spec.signature, spec.name
-        assert len(set(spec.positional)) == len(spec.positional), spec.name
-        assert all(name in {a.name for a in spec.inputs} for name in spec.positional), spec.name
+        assert spec.inputs and spec.outputs, spec.name
+        names = [a.name for a in spec.inputs]
+        assert all(names) and len(set(names)) == len(names), spec.name
+        assert set(spec.inplace) <= set(names), spec.name
+        assert all(isinstance(a, op_table.Arg) for a in spec.results()), spec.name
+        # the positional call order: the leading required inputs, in declared order
+        assert spec.positional == tuple(names[:len(spec.positional)]), spec.name
+        assert not spec.keywords or spec.positional == (), spec.name
+
+
+def test_the_signature_is_generated_from_the_declaration() -> None:
+    mx = op_table.spec(OpName.MX_QUANTIZE)
+    assert mx.signature == "(x: float32[..., N]) -> (packed uint8[..., N/2], e8m0 uint8[..., N/32]), groups of 32"
+    store = op_table.spec(OpName.VLLM_FP4_INDEXER_K_STORE)
+    assert store.positional == ("k_bf16", "slots", "cache") and store.inplace == ("cache",)
+    assert store.signature.startswith("(k_bf16: uint16[T, 128], slots: int64[T], cache: uint8[num_blocks, page_bytes], "
+                                      "*, block_size: int = 64) -> cache, ")
+    assert op_table.spec(OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE).signature.startswith("(*, q: uint16[T, H, 128] bf16, ")
+    for spec in TABLE.values():
+        for a in spec.inputs:
+            assert a.parameter() in spec.signature, (spec.name, a.name)
+
+
+def test_a_declaration_that_writes_an_undeclared_input_is_refused() -> None:
+    x = op_table.Arg("x", "float32", "[...]")
+    with pytest.raises(ValueError, match=r"\['out'\] named as written in place but not inputs"):
+        op_table.OpSpec(OpName.E2M1_ENCODE, (x,), ("out",), op_table.Compare.BITS, None, (), inplace=("out",))
+    with pytest.raises(ValueError, match="must be listed in inplace"):
+        op_table.OpSpec(OpName.E2M1_ENCODE, (x,), ("x",), op_table.Compare.BITS, None, ())
+
+
+def test_e8m0_decode_reads_the_byte_rules_it_declares() -> None:
+    """The declared profile fields of e8m0.decode are the ones its reference reads: changing
+    byte0 or byte255 changes the decoded values, changing nan_scale (a quantizer's rule) does not."""
+    import numpy as np
+
+    decode = op_table.reference(OpName.E8M0_DECODE)
+    codes = np.arange(256, dtype=np.uint8)
+    base = oracle.profiles.get("gfx950")
+    flipped = {"byte0": "zero" if base.byte0 != "zero" else "pow2", "byte255": "inf" if base.byte255 != "inf" else "nan",
+               "nan_scale": "nan" if base.nan_scale != "nan" else "exponent"}
+    reads = {f for f, v in flipped.items()
+             if decode(codes, dataclasses.replace(base, **{f: v})).tobytes() != decode(codes, base).tobytes()}
+    assert reads == set(op_table.spec(OpName.E8M0_DECODE).profile_fields) == {"byte0", "byte255"}
 
 
 def test_references_resolve_and_profile_fields_exist() -> None:

@@ -80,15 +80,15 @@ def _validate_numbers(args: argparse.Namespace) -> None:
 def _plan(args: argparse.Namespace, a, b) -> tuple[list[str], list[str], list[tuple[str, str]]]:
     """(ops to search, ops both implement that the diff does not cover, (op, why) not runnable here)."""
     from mxgate.conformance import differential
-    from mxgate.kernels.ops_catalogue import OPS
+    from mxgate.op_table import TABLE
     from mxgate.oracle import profiles
 
     ops_a, ops_b = a.ops(), b.ops()
     sides = (("A", args.a, a, ops_a), ("B", args.b, b, ops_b))
     if args.op:
         for op in args.op:
-            if op not in OPS and op not in differential.SPECS:
-                raise CliError(f"--op must be one of {', '.join(sorted(OPS))}; got {op!r}")
+            if op not in TABLE and op not in differential.SPECS:
+                raise CliError(f"--op must be one of {', '.join(sorted(TABLE))}; got {op!r}")
             for label, name, _, table in sides:
                 if op not in table:
                     raise CliError(f"--op {op}: {label} ({name}) does not implement it; it implements "

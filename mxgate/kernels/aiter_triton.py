@@ -160,7 +160,7 @@ class AiterTritonBackend(Backend):
                                       context_lens: np.ndarray, block_tables: np.ndarray, max_seq_len: int,
                                       preshuffle: bool = False, variant: str = "fn",
                                       out: np.ndarray | None = None) -> np.ndarray:
-        """The FP8 paged scorer of ops_catalogue ``pa_mqa_logits_fp8.decode``."""
+        """The FP8 paged scorer of the op table's ``pa_mqa_logits_fp8.decode``."""
         if preshuffle:
             raise OutsideContract("deepgemm_fp8_paged_mqa_logits runs Preshuffle only in its Gluon kernels "
                                   "(AMD); its Triton JIT kernel asserts not Preshuffle")

@@ -8,7 +8,7 @@
         kernel(OpName.MX_QUANTIZE, my_quantize, profile="gfx950", arrays="torch"),
     )
 
-Each function takes the op's inputs (mxgate.kernels.ops_catalogue) and returns its outputs, as
+Each function takes the op's inputs (mxgate.op_table, ``mxgate backends --ops``) and returns its outputs, as
 NumPy arrays (``arrays="numpy"``) or torch tensors (``arrays="torch"``: mxgate moves the inputs
 to the backend's device, CPU or CUDA, and the outputs back). The op name, the profile and the
 function's parameters are checked when the backend is made, with one-line errors.
@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from mxgate.kernels.base import AVAILABLE, Availability, Backend, Op, requires
-from mxgate.kernels.ops_catalogue import OPS, POSITIONAL
+from mxgate.op_table import TABLE, spec
 
 Arrays = Literal["numpy", "torch"]
 
@@ -48,8 +48,8 @@ def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Array
     outside this kernel's contract, or None; only there may the kernel raise OutsideContract."""
     from mxgate.oracle import profiles
 
-    if op not in OPS:
-        raise ValueError(f"op must be one of {', '.join(sorted(OPS))}; got {op!r}")
+    if op not in TABLE:
+        raise ValueError(f"op must be one of {', '.join(sorted(TABLE))}; got {op!r}")
     if not callable(function):
         raise TypeError(f"{op}: the function must be callable, got {type(function).__name__}")
     if profile not in profiles.names():
@@ -66,8 +66,8 @@ def kernel(op: str, function: Callable[..., Any], *, profile: str, arrays: Array
 
 
 def _check_parameters(op: str, function: Callable[..., Any]) -> None:
-    inputs = POSITIONAL.get(op)
-    if inputs is None:
+    inputs = spec(op).positional
+    if not inputs:
         return  # keyword-called op: its keywords are in the op table (mxgate backends --ops)
     try:
         signature = inspect.signature(function)
