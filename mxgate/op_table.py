@@ -170,7 +170,7 @@ class OpSpec:
 E2M1_FIELDS = ("tie", "zero_sign", "nan", "inf")
 SCALE_FIELDS = ("scale_policy", "scale_arithmetic", "amax_floor", "floor_where", "exp_clamp", "byte0", "byte255",
                 "amax_nan", "special_scale")
-MX_FIELDS = E2M1_FIELDS + SCALE_FIELDS + ("nan_scale",)
+MX_FIELDS = E2M1_FIELDS + SCALE_FIELDS + ("nan_scale", "scale0_divisor")
 FP8_FIELDS = ("fp8_variant", "fp8_overflow")
 SCORER_FIELDS = MX_FIELDS + ("fma_contraction",)
 INDEXER_FIELDS = MX_FIELDS + FP8_FIELDS + ("fma_contraction", "ue8m0_rounding")

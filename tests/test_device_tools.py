@@ -130,7 +130,7 @@ def test_bench_cli_device_cpu_reports_ratios(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--device", "cpu", "--elements", "0"], "--elements must be >= 1"),
-    (["--device", "cpu", "--repeat", "0"], "--repeat must be >= 1"),
+    (["--device", "cpu", "--repeat", "0"], "--repeats must be >= 1"),  # --repeat: the alias of --repeats
 ])
 def test_bench_cli_device_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     done = _mxgate(tmp_path, "bench", *args)

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 
 torch = pytest.importorskip("torch")
 
+from mxgate.twin import coverage  # noqa: E402  (profiles the twin models)
 from mxgate.conformance import test_vllm_conformance as conformance  # noqa: E402
 from mxgate.inputs import vllm as vc  # noqa: E402
 from mxgate.inputs.strategies import vllm_paged_params, vllm_ragged_params  # noqa: E402
@@ -296,7 +297,7 @@ def test_fp4_specials_reach_every_path() -> None:
     print(f"\nplanted specials reach: {dict(found)}")
 
 
-@pytest.mark.parametrize("profile", profiles.names())
+@pytest.mark.parametrize("profile", [n for n in profiles.names() if coverage.models(n)])
 def test_fp4_every_profile(profile: str) -> None:
     """Both FP4 scorers under every registered profile, by name, on a specials case."""
     counts = Counter()
@@ -530,7 +531,7 @@ def test_gpu_specials_profiles_and_options() -> None:
                        profile=FP4_PROFILES[seed % 2])
         check("ragged", special_ragged(seed), f"specials seed {seed}", counts, GPU, **options)
         check("paged", special_paged(seed), f"specials seed {seed}", counts, GPU, **options)
-    for profile in profiles.names():
+    for profile in [n for n in profiles.names() if coverage.models(n)]:
         check("ragged", special_ragged(SEED + 100, rows=4, tokens=24, heads=16), f"seed {SEED + 100}", counts, GPU,
               profile=profile)
         check("paged", special_paged(SEED + 101, batch=2, next_n=2, max_ctx=24), f"seed {SEED + 101}", counts, GPU,

@@ -17,6 +17,8 @@ import torch
 
 from mxgate import oracle, twin
 from mxgate.oracle.scorers import ScoredLogits
+from mxgate.oracle import profiles
+from mxgate.twin.coverage import models
 from mxgate.twin.ops import indexer_qk_rope_quant_and_cache
 from mxgate.twin.scorers import COUNTERPARTS as SCORER_COUNTERPARTS
 
@@ -63,6 +65,12 @@ def to_numpy(t: Any) -> Any:
     return t
 
 
+def _profiles_named(args: tuple, kwargs: dict) -> list[Any]:
+    """The profiles a call names (by name or as a Profile), wherever they sit in its arguments."""
+    values = list(args) + list(kwargs.values())
+    return [v for v in values if isinstance(v, profiles.Profile) or (isinstance(v, str) and v in profiles.names())]
+
+
 def on_device(function: Callable[..., Any], device: str | torch.device) -> Callable[..., Any] | None:
     """The twin counterpart of the oracle's ``function`` with NumPy in and out, run on ``device``;
     None when the twin has none (the oracle itself is the reference then)."""
@@ -72,6 +80,8 @@ def on_device(function: Callable[..., Any], device: str | torch.device) -> Calla
         return None
 
     def run(*args: Any, **kwargs: Any) -> Any:
+        if not all(models(p) for p in _profiles_named(args, kwargs)):
+            return function(*args, **kwargs)  # a rule the twin lacks: the oracle on the host
         args = tuple(to_device(a, device) for a in args)
         kwargs = {k: to_device(v, device) for k, v in kwargs.items()}
         return to_numpy(counterpart(*args, **kwargs))
