@@ -1,0 +1,52 @@
+"""The peer tier through the gate as its users run it: torchao's to_mx (FLOOR, RCEIL) and ONNX's
+reference Cast, each judged against the profile named after it, from a scratch directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PEERS = ("torchao-mx-floor", "torchao-mx-rceil", "onnx-reference")
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("peers")
+    args = [sys.executable, "-m", "mxgate", "check", "--tier", "quick", "--json", "m.json"]
+    for name in PEERS:
+        args += ["--backend", name]
+    done = subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # the documented findings fail
+    return json.loads((folder / "m.json").read_text())
+
+
+def _cell(matrix: dict, backend: str, op: str) -> dict:
+    return next(c for c in matrix["cells"] if (c["backend"], c["op"]) == (backend, op))
+
+
+def test_torchao_floor_is_its_profile_exactly(matrix: dict) -> None:
+    for op in ("mx.quantize", "e8m0.scale"):
+        cell = _cell(matrix, "torchao-mx-floor", op)
+        assert cell["verdict"] == "exact" and cell["profiles"] == ["torchao-floor"], cell
+
+
+def test_torchao_rceil_defect_is_a_known_finding_with_its_bytes(matrix: dict) -> None:
+    cell = _cell(matrix, "torchao-mx-rceil", "mx.quantize")
+    assert cell["verdict"] == "fail" and cell["known_findings"], cell
+    assert "(expected 0x3B, got 0x33)" in " ".join(f["reason"] for f in cell["failures"])
+    assert _cell(matrix, "torchao-mx-rceil", "e8m0.scale")["verdict"] in ("exact", "acceptable")
+
+
+def test_onnx_reference_where_onnx_is_installed(matrix: dict) -> None:
+    if importlib.util.find_spec("onnx") is None:
+        assert "onnx" in matrix["not_supported_here"]["onnx-reference"]
+        return
+    assert _cell(matrix, "onnx-reference", "e4m3fn.encode")["verdict"] == "exact"
+    cell = _cell(matrix, "onnx-reference", "e2m1.encode")
+    assert cell["verdict"] == "fail" and cell["known_findings"]
+    assert "(expected 0x07, got 0x08)" in " ".join(f["reason"] for f in cell["failures"])
