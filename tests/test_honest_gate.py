@@ -315,3 +315,13 @@ def test_a_scorer_cell_that_differs_between_calls_is_judged_as_nan_and_a_code_is
     assert (result[:, :6] == 1).all() and (result[:, 6:].view(np.uint32) == isolation.UNSTABLE_BITS).all()
     kind, message = isolation._answer(Unstable(), "e2m1.encode", (np.zeros(4, np.float32),), {}, twice)
     assert kind == "nondeterministic" and "result at (0,)" in message
+
+
+def test_a_slow_start_is_timed_by_the_startup_budget_not_the_call_limit(tmp_path: Path) -> None:
+    """A 6 s import with a 2 s per-call limit: the op's own fault is the verdict (a busy runner's
+    slow import never reads as a hung op)."""
+    backend = "slow_import_backends:Backend"
+    done = _check(tmp_path, backend, "--timeout", "2", SLOW_IMPORT_SECONDS="6")
+    _assert_failed_with_reports(done, tmp_path)
+    reasons = _reasons(_cells(tmp_path)[(backend, "e2m1.encode")])
+    assert "raised ValueError: planted ValueError after a slow import" in reasons and "timeout" not in reasons, reasons
