@@ -306,39 +306,9 @@ def test_e2m1_every_bf16_times_every_finite_byte(name: str) -> None:
         assert_same(got[in_f32], expected[in_f32], x=x[in_f32], scale=e[in_f32])
 
 
-def nan_runs(f: Callable[[int], int], lo: int, hi: int) -> list[tuple[int, int, int]]:
-    """Runs of equal exact answers over a NaN range, by bisection (NaN codes are monotone in the
-    payload: constant, or torchao's 2/3/4), spot-checked inside every run."""
-    a, b = f(lo), f(hi)
-    if a == b:
-        for u in np.linspace(lo, hi, 9).astype(np.int64)[1:-1]:
-            assert f(int(u)) == a, f"NaN run {lo:#x}..{hi:#x} not constant at {int(u):#x}"
-        return [(lo, hi, a)]
-    mid = (lo + hi) // 2
-    return nan_runs(f, lo, mid) + nan_runs(f, mid + 1, hi)
-
-
 def bit_segments(f: Callable[[int], int], breaks: Iterable[int]) -> list[tuple[int, int, int]]:
-    """The exact answers over all 2^32 float32 patterns as runs (first, last, code).
-
-    f is constant between consecutive rounding boundaries `breaks` (positive float32 bits):
-    each run's code is f at its first pattern, checked against f at its last.
-    """
-    runs = []
-    for sign in (0, 0x80000000):
-        runs.append((sign, sign, f(sign)))
-        lo = sign | 1
-        for b in sorted(breaks):
-            b |= sign
-            code = f(lo)
-            assert f(b - 1) == code, f"exact not constant on {lo:#x}..{b - 1:#x}"
-            runs += [(lo, b - 1, code), (b, b, f(b))]
-            lo = b + 1
-        top = sign | 0x7F7FFFFF
-        assert f(lo) == f(top), f"exact not constant on {lo:#x}..{top:#x}"
-        runs += [(lo, top, f(top)), (sign | 0x7F800000, sign | 0x7F800000, f(sign | 0x7F800000))]
-        runs += nan_runs(f, sign | 0x7F800001, sign | 0x7FFFFFFF)
-    return sorted(runs)
+    """The exact answers over all 2^32 float32 patterns as runs (first, last, code)."""
+    return X.code_runs(f, breaks)
 
 
 def check_all_float32(fast: Callable[[np.ndarray], np.ndarray], runs: list[tuple[int, int, int]], label: str) -> None:

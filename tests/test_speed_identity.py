@@ -76,35 +76,9 @@ def first_difference(got: np.ndarray, want: np.ndarray, inputs: np.ndarray, labe
 # ---- the exact model's answers as runs of equal codes --------------------------------------------
 
 
-def _nan_runs(f: Callable[[int], int], lo: int, hi: int) -> list[tuple[int, int, int]]:
-    a, b = f(lo), f(hi)
-    if a == b:
-        for u in np.linspace(lo, hi, 9).astype(np.int64)[1:-1]:
-            assert f(int(u)) == a, f"NaN run {lo:#x}..{hi:#x} not constant at {int(u):#x}"
-        return [(lo, hi, a)]
-    mid = (lo + hi) // 2
-    return _nan_runs(f, lo, mid) + _nan_runs(f, mid + 1, hi)
-
-
 def exact_runs(f: Callable[[int], int], breaks: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(firsts, lasts, codes) covering all 2^32 patterns: f between consecutive rounding
-    boundaries is constant (checked at both ends of each run), each boundary a run of its own."""
-    runs = []
-    for sign in (0, 0x80000000):
-        runs.append((sign, sign, f(sign)))
-        lo = sign | 1
-        for b in sorted(breaks):
-            b |= sign
-            code = f(lo)
-            assert f(b - 1) == code, f"exact not constant on {lo:#x}..{b - 1:#x}"
-            runs += [(lo, b - 1, code), (b, b, f(b))]
-            lo = b + 1
-        top = sign | 0x7F7FFFFF
-        assert f(lo) == f(top)
-        runs += [(lo, top, f(top)), (sign | 0x7F800000, sign | 0x7F800000, f(sign | 0x7F800000))]
-        runs += _nan_runs(f, sign | 0x7F800001, sign | 0x7FFFFFFF)
-    runs.sort()
-    firsts, lasts, codes = (np.array(c, np.int64) for c in zip(*runs))
+    """(firsts, lasts, codes) covering all 2^32 patterns, from the exact model's runs."""
+    firsts, lasts, codes = (np.array(c, np.int64) for c in zip(*X.code_runs(f, breaks)))
     assert (firsts[1:] == lasts[:-1] + 1).all() and firsts[0] == 0 and lasts[-1] == 0xFFFFFFFF
     return firsts, lasts, codes
 

@@ -666,7 +666,7 @@ class Repeats:
 
 NO_REPEATS = Repeats()
 BURST = 63  # extra calls of an op's first call: 64 calls catch a kernel wrong on 1 call in 20 (p > 0.96)
-BURST_SECONDS = 2.0
+BURST_SECONDS = 0.5  # a fast kernel makes all its burst calls in a few ms; a slow one stops early
 
 
 def repeat_policy(tier: str, repeat: int | None = None):

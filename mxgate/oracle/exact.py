@@ -848,3 +848,37 @@ def quantize_mx_row(
         codes += block_codes
         scales.append(byte)
     return pack_nibbles(codes), scales
+
+
+def _nan_runs(f, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """Runs of equal codes over the NaN patterns lo..hi, split where the ends disagree (a NaN's
+    code may depend on its payload), each run checked at seven inner points."""
+    a, b = f(lo), f(hi)
+    if a == b:
+        for k in range(1, 8):
+            u = lo + (hi - lo) * k // 8
+            assert f(u) == a, f"NaN run {lo:#x}..{hi:#x} not constant at {u:#x}"
+        return [(lo, hi, a)]
+    mid = (lo + hi) // 2
+    return _nan_runs(f, lo, mid) + _nan_runs(f, mid + 1, hi)
+
+
+def code_runs(f, breaks) -> list[tuple[int, int, int]]:
+    """The exact answers of ``f`` (float32 bits -> code) over all 2^32 patterns, as sorted runs
+    (first, last, code): f is constant between consecutive rounding boundaries ``breaks``
+    (positive float32 bits), which the run checks at both ends; each boundary is a run of its own."""
+    runs = []
+    for sign in (0, 0x80000000):
+        runs.append((sign, sign, f(sign)))
+        lo = sign | 1
+        for b in sorted(breaks):
+            b |= sign
+            code = f(lo)
+            assert f(b - 1) == code, f"exact not constant on {lo:#x}..{b - 1:#x}"
+            runs += [(lo, b - 1, code), (b, b, f(b))]
+            lo = b + 1
+        top = sign | 0x7F7FFFFF
+        assert f(lo) == f(top), f"exact not constant on {lo:#x}..{top:#x}"
+        runs += [(lo, top, f(top)), (sign | 0x7F800000, sign | 0x7F800000, f(sign | 0x7F800000))]
+        runs += _nan_runs(f, sign | 0x7F800001, sign | 0x7FFFFFFF)
+    return sorted(runs)
