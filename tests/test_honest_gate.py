@@ -325,3 +325,13 @@ def test_a_slow_start_is_timed_by_the_startup_budget_not_the_call_limit(tmp_path
     _assert_failed_with_reports(done, tmp_path)
     reasons = _reasons(_cells(tmp_path)[(backend, "e2m1.encode")])
     assert "raised ValueError: planted ValueError after a slow import" in reasons and "timeout" not in reasons, reasons
+
+
+def test_a_backend_is_imported_once_in_one_worker_and_never_by_the_gate(tmp_path: Path) -> None:
+    """mxgate check loads the backend before the run and the run takes that worker over: one
+    import, in one process that is not the gate's."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    done = _check(tmp_path, "counted_import:Backend", DISHONEST_MARKERS=str(markers))
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len((markers / "imports").read_text().split()) == 1

@@ -228,8 +228,7 @@ def _load_backends(config: pytest.Config) -> None:
     from mxgate.kernels import isolation
 
     loaded = isolation.start_all(_candidates(config), config.getoption("--device"), timeout=timeout(config),
-                                 startup_timeout=startup_timeout(config), policy=_policy(config), keep=True)
-    isolation.forget_kept()  # this run owns them now (closed in pytest_unconfigure)
+                                 startup_timeout=startup_timeout(config), policy=_policy(config), take=True)
     for name, result in loaded.items():
         if isinstance(result, kernels.NotABackend):
             for other in loaded.values():
@@ -418,7 +417,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 _NONE = "-"  # the parameter of a test that has no backend to judge: deselected
 
 
-def _implements(config: pytest.Config, name: str, op: str) -> bool:
+def implements(config: pytest.Config, name: str, op: str) -> bool:
+    """Whether backend ``name`` implements ``op``, as its worker described it (the gate's own
+    process never imports a backend)."""
     status = _statuses(config).get(name)
     return status is None or status["described"] is None or str(op) in status["described"].ops
 
@@ -429,7 +430,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # An op a backend does not implement is no row of the matrix: its tests are deselected
     # (the marker may sit on a parametrize value, so this is decided per collected item).
     dropped = [item for item in items if _backend_of(item) is not None and _op_of(item) != "*"
-               and not _implements(config, _backend_of(item), _op_of(item))]
+               and not implements(config, _backend_of(item), _op_of(item))]
     dropped += [item for item in items if getattr(item, "callspec", None) is not None
                 and item.callspec.params.get("unloaded_backend") == _NONE]
     if dropped:

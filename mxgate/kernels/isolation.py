@@ -698,17 +698,17 @@ _KEPT: dict[tuple[str, str, float, float], Any] = {}  # loads kept for a later s
 
 
 def start_all(names: list[str], device: str = "cpu", *, timeout: float = DEFAULT_TIMEOUT_S,
-              startup_timeout: float = DEFAULT_STARTUP_S, policy: Any = None, keep: bool = False
-              ) -> dict[str, IsolatedBackend | BackendFault | Exception]:
+              startup_timeout: float = DEFAULT_STARTUP_S, policy: Any = None, keep: bool = False,
+              take: bool = False) -> dict[str, IsolatedBackend | BackendFault | Exception]:
     """Load several backends at once (their workers start side by side): name -> the isolated
     backend, or the BackendLoadFailed / NotABackend that its load ended with. With ``keep``, the
-    results are kept, and a later call with ``keep`` in this process takes them instead of
-    loading again (``mxgate check`` loads before the pytest run it starts, which reuses them)."""
+    results are kept for a later call with ``take`` in this process, which uses them instead of
+    loading again (``mxgate check`` loads before the pytest run it starts, which takes them)."""
     for value in (timeout, startup_timeout):
         if not value > 0:
             raise ValueError(f"timeouts must be positive numbers of seconds, got {value!r}")
     key = {name: (name, device, float(timeout), float(startup_timeout)) for name in names}
-    loaded: dict[str, Any] = {name: _KEPT.pop(key[name]) for name in names if keep and key[name] in _KEPT}
+    loaded: dict[str, Any] = {name: _KEPT.pop(key[name]) for name in names if take and key[name] in _KEPT}
     workers = {name: _Worker(name, device, float(timeout), float(startup_timeout)) for name in names
                if name not in loaded}
     for worker in workers.values():
