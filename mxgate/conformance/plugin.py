@@ -355,8 +355,6 @@ def say(config: pytest.Config, line: str) -> None:
     """One line of mxgate's own output: to the terminal, or straight to standard output when
     pytest's terminal output is kept back."""
     if config.getoption("--mxgate-terminal-only"):
-        import sys
-
         print(line, flush=True)
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")

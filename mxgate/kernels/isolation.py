@@ -369,7 +369,8 @@ def _answer(backend: Backend, op: str, args: tuple, kwargs: dict, repeats: "Repe
         declared = backend.op(op)
         pristine = _fresh(args, kwargs)
         if declared.outside_contract is not None:
-            reason = declared.outside_contract(*_fresh(*pristine)[0], **_fresh(*pristine)[1])
+            check_args, check_kwargs = _fresh(*pristine)  # the predicate may not touch the pristine copy
+            reason = declared.outside_contract(*check_args, **check_kwargs)
             if reason:
                 return "outside", str(reason)
         call_args, call_kwargs = _fresh(*pristine)
