@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+import array_api_compat
 import numpy as np
 
 try:  # ml_dtypes is optional: bf16 and float8 arrays are accepted when it is installed.
@@ -35,8 +36,26 @@ would need more are a ValueError, whatever this machine's memory."""
 # ---- arrays -------------------------------------------------------------------------------------
 
 
+def is_tensor(x: object) -> bool:
+    """A torch tensor (without importing torch: only a module already loaded can make one)."""
+    return array_api_compat.is_torch_array(x)
+
+
+def _tensor_dtype(x: object) -> str:
+    return str(x.dtype).removeprefix("torch.")
+
+
 def as_float32(x: object, name: str) -> np.ndarray:
-    """x as a float32 array; bf16/fp16 convert exactly, anything lossy is refused."""
+    """x as a float32 array (or tensor); bf16/fp16 convert exactly, anything lossy is refused."""
+    if is_tensor(x):
+        if _tensor_dtype(x) == "float32":
+            return x
+        if _tensor_dtype(x) in ("float16", "bfloat16"):
+            return x.float()
+        raise TypeError(
+            f"{name} must have dtype float32, bfloat16 or float16, got {x.dtype}; "
+            "convert explicitly (a float64 -> float32 rounding is the caller's decision)"
+        )
     if isinstance(x, (float, int)) and not isinstance(x, bool):
         return np.asarray(_exact_float32(x, name))
     if isinstance(x, np.generic):  # a NumPy scalar: same dtype rules as an array
@@ -73,13 +92,17 @@ def _exact_float32(x: float | int, name: str) -> np.float32:
 
 
 def as_array(x: object, name: str) -> np.ndarray:
-    """x itself when it is a NumPy array (its dtype is the caller's next check)."""
-    if not isinstance(x, np.ndarray):
+    """x itself when it is a NumPy array or a tensor (its dtype is the caller's next check)."""
+    if not isinstance(x, np.ndarray) and not is_tensor(x):
         raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
     return x
 
 
 def as_uint8(x: object, name: str) -> np.ndarray:
+    if is_tensor(x):
+        if _tensor_dtype(x) != "uint8":
+            raise TypeError(f"{name} must have dtype uint8, got {x.dtype}")
+        return x
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of uint8, got {type_name(x)}")
     if x.dtype != np.uint8:
