@@ -9,33 +9,58 @@ NumPy arrays for the judge. tests/test_twin.py proves each counterpart bit-ident
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from mxgate import oracle, twin
+from mxgate import oracle
 from mxgate.oracle.scorers import ScoredLogits
 from mxgate.oracle import profiles
-from mxgate.twin.coverage import models
-from mxgate.twin.ops import indexer_qk_rope_quant_and_cache
-from mxgate.twin.scorers import COUNTERPARTS as SCORER_COUNTERPARTS
 
-# oracle function -> its twin counterpart (same arguments, tensors for arrays)
-COUNTERPARTS: dict[Callable[..., Any], Callable[..., Any]] = {
-    oracle.encode_e2m1: twin.encode_e2m1,
-    oracle.decode_e2m1: twin.decode_e2m1,
-    oracle.quantize_mx: twin.quantize_mx,
-    oracle.dequantize_mx: twin.dequantize_mx,
-    oracle.encode_e4m3: twin.encode_e4m3,
-    oracle.decode_e4m3: twin.decode_e4m3,
-    oracle.decode_e8m0: twin.decode_e8m0,
-    oracle.e8m0_scale: twin.e8m0_scale,
-    oracle.bf16_bits: twin.bf16_bits,
-    oracle.ops.indexer_qk_rope_quant_and_cache: indexer_qk_rope_quant_and_cache,
-    **SCORER_COUNTERPARTS,
-}
+
+def _counterparts() -> dict[Callable[..., Any], Callable[..., Any]]:
+    """oracle function -> a separate torch counterpart, for the functions that still have one;
+    every other oracle function runs on the tensors itself (one code, two namespaces)."""
+    found: dict[Callable[..., Any], Callable[..., Any]] = {}
+    for module_name, pairs in (
+        ("mxgate.twin.formats", (("encode_e2m1", "encode_e2m1"), ("decode_e2m1", "decode_e2m1"),
+                                 ("encode_e4m3", "encode_e4m3"), ("decode_e4m3", "decode_e4m3"),
+                                 ("decode_e8m0", "decode_e8m0"), ("bf16_bits", "bf16_bits"))),
+        ("mxgate.twin.quantize", (("quantize_mx", "quantize_mx"),)),
+        ("mxgate.twin.mx", (("dequantize_mx", "dequantize_mx"),)),
+        ("mxgate.twin.scales", (("e8m0_scale", "e8m0_scale"),)),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for oracle_name, twin_name in pairs:
+            found[getattr(oracle, oracle_name)] = getattr(module, twin_name)
+    try:
+        from mxgate.twin.ops import indexer_qk_rope_quant_and_cache
+        found[oracle.ops.indexer_qk_rope_quant_and_cache] = indexer_qk_rope_quant_and_cache
+    except ImportError:
+        pass
+    for family in ("aiter_fp4", "aiter_fp8", "sglang", "vllm"):
+        try:
+            found.update(importlib.import_module(f"mxgate.twin.scorers.{family}").COUNTERPARTS)
+        except (ImportError, AttributeError):
+            continue
+    return found
+
+
+COUNTERPARTS = _counterparts()
+
+
+def models(profile: Any) -> bool:
+    try:
+        from mxgate.twin.coverage import models as twin_models
+    except ImportError:
+        return True
+    return twin_models(profile)
 
 
 def to_device(a: Any, device: str | torch.device) -> Any:
@@ -74,13 +99,11 @@ def _profiles_named(args: tuple, kwargs: dict) -> list[Any]:
 def on_device(function: Callable[..., Any], device: str | torch.device) -> Callable[..., Any] | None:
     """The twin counterpart of the oracle's ``function`` with NumPy in and out, run on ``device``;
     None when the twin has none (the oracle itself is the reference then)."""
-    counterpart = COUNTERPARTS.get(function)
+    counterpart = COUNTERPARTS.get(function, function)
     function_name = function.__name__
-    if counterpart is None:
-        return None
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        if not all(models(p) for p in _profiles_named(args, kwargs)):
+        if counterpart is not function and not all(models(p) for p in _profiles_named(args, kwargs)):
             return function(*args, **kwargs)  # a rule the twin lacks: the oracle on the host
         args = tuple(to_device(a, device) for a in args)
         kwargs = {k: to_device(v, device) for k, v in kwargs.items()}
