@@ -30,13 +30,10 @@ torch = pytest.importorskip("torch")
 
 from mxgate import oracle  # noqa: E402
 from mxgate import twin  # noqa: E402
-from mxgate.oracle import layouts as olayouts  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle.formats import e2m1 as oe2m1  # noqa: E402
 from mxgate.oracle.formats import e4m3 as oe4m3  # noqa: E402
 from mxgate.inputs import indexer as cases  # noqa: E402
-from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
-from mxgate.twin import layouts as tlayouts  # noqa: E402
 from mxgate.op_table import OpName  # noqa: E402
 from mxgate.twin import coverage  # noqa: E402
 from mxgate.twin import mx as tmx  # noqa: E402
@@ -44,89 +41,14 @@ from mxgate.twin import scale_table  # noqa: E402
 from mxgate.twin.formats import e2m1 as te2m1  # noqa: E402
 from mxgate.twin.formats import e4m3 as te4m3  # noqa: E402
 from mxgate.twin.ops import f32math as tf32  # noqa: E402
-from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op  # noqa: E402
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32  # noqa: E402
-from mxgate.inputs.boundaries import element_boundaries  # noqa: E402
 
+from namespaces import assert_same, boundary_patterns, element_inputs, rng_of, strided_patterns, tt  # noqa: E402
 SEED = 20261201
 PROFILES = [name for name in profiles.names() if coverage.models(name)]  # the rest: test_twin_coverage
 SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 E4M3_RULES = [(v, s) for v in ("fn", "fnuz") for s in (False, True, "satfinite")]
 CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
-
-
-# ---- shared pieces ---------------------------------------------------------------------------
-
-
-def rng_of(seed: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(seed))
-
-
-def tt(a: np.ndarray, device: str = "cpu") -> torch.Tensor:
-    """NumPy -> torch with the same bytes (uint16 / uint32 through their signed views)."""
-    a = np.ascontiguousarray(a)
-    if a.dtype == np.uint16:
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.uint16).to(device)
-    if a.dtype == np.uint32:
-        return torch.from_numpy(a.view(np.int32).copy()).to(device)
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16).to(device)
-    return torch.from_numpy(a.copy()).to(device)
-
-
-def raw_bytes(a) -> np.ndarray:
-    if isinstance(a, torch.Tensor):
-        a = a.detach().contiguous().cpu()
-        return a.view(torch.uint8).numpy().reshape(-1) if a.numel() else np.zeros(0, np.uint8)
-    return np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-
-
-def assert_same(expected, actual, note: str, inputs: np.ndarray | None = None) -> int:
-    """Byte equality (shape included); returns the number of elements compared."""
-    e_shape = tuple(np.shape(expected))
-    a_shape = tuple(actual.shape)
-    assert e_shape == a_shape, f"{note}: shape {a_shape}, oracle {e_shape}"
-    eb, ab = raw_bytes(expected), raw_bytes(actual)
-    if not np.array_equal(eb, ab):
-        item = max(1, eb.size // max(1, int(np.prod(e_shape))))
-        bad = np.flatnonzero(eb != ab)
-        first = sorted(set((bad // item).tolist()))[:5]
-        shown = ""
-        if inputs is not None:
-            flat = np.ascontiguousarray(inputs).reshape(-1)
-            shown = " inputs " + ", ".join(f"0x{int(flat[i].view(np.uint32)) if flat.dtype == np.float32 else int(flat[i]):08X}"
-                                           for i in first if i < flat.size)
-        raise AssertionError(f"{note}: {bad.size} bytes differ, first elements {first}{shown}")
-    return int(np.prod(e_shape))
-
-
-def strided_patterns(count: int, seed: int) -> np.ndarray:
-    """count float32 patterns spread over all 2^32: a random start, an odd random stride."""
-    rng = rng_of(seed)
-    start = int(rng.integers(0, 1 << 32))
-    stride = int(rng.integers(1 << 10, 1 << 22)) | 1
-    return ((start + stride * np.arange(count, dtype=np.uint64)) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-
-
-def boundary_patterns() -> np.ndarray:
-    """The suite's element boundary classes, NaN payloads, and scale edges (6*2^k, floors, 2^k +-1)."""
-    pats = [element_boundaries().view(np.uint32), np.array(NAN_PAYLOADS, dtype=np.uint64).astype(np.uint32)]
-    edges = []
-    for k in range(-149, 128):
-        p = (k + 127) << 23 if k >= -126 else 1 << (k + 149)
-        for b in (p, int(np.float32(6.0 * 2.0**k).view(np.uint32)) if -146 <= k <= 125 else p):
-            edges += [b - 1, b, b + 1]
-    for floor in (profiles.AITER_AMAX_FLOOR, 1e-10, 1e-8, 1e-4):
-        b = int(np.float32(floor).view(np.uint32))
-        edges += [b - 1, b, b + 1]
-    edges = np.array([e for e in edges if 0 <= e < 0x80000000], dtype=np.uint32)
-    pats += [edges, edges | np.uint32(0x80000000)]
-    return np.unique(np.concatenate(pats))
-
-
-def element_inputs(seed: int) -> np.ndarray:
-    """2^20 strided patterns, every boundary class, every bf16 pattern (as float32)."""
-    return np.unique(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))
 
 
 # ---- element codecs and tables ---------------------------------------------------------------
@@ -396,182 +318,6 @@ def test_twin_dispatch_takes_the_reference_form_without_the_kernel() -> None:
         quantize.quantize_mx(tt(x).to(torch.float16), "gfx950", fused=True)
 
 
-# ---- layouts ---------------------------------------------------------------------------------
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_layouts import CASES, random_logical  # noqa: E402
-
-
-def _layout_roundtrip(name: str, dims: dict, seed: int, device: str) -> int:
-    layout, twin_layout = olayouts.get(name), tlayouts.get(name)
-    rng = rng_of(seed)
-    total = layout.num_slots(**dims)
-    if layout.slot_rule == "row_mask":
-        n = total
-        slots = np.where(rng.random(n) < 0.3, -1, int(rng.integers(0, 9))).astype(np.int64)
-    else:
-        n = int(rng.integers(0, total + 1))
-        slots = rng.permutation(total)[:n].astype(np.int64)
-        slots[rng.random(n) < 0.2] = int(rng.choice([-1, -2, -64]))
-    arrays = random_logical(layout, n, rng, **dims)
-    buf = layout.new_buffer(**dims)
-    layout.scatter(buf, *arrays, slots=slots, **dims)
-    tbuf = twin_layout.new_buffer(device=device, **dims)
-    assert twin_layout.scatter(tbuf, *[tt(a, device) for a in arrays], slots=tt(slots, device), **dims) is tbuf
-    assert_same(buf, tbuf, f"seed {seed} {name} {dims} scatter")
-    for got, want in zip(twin_layout.gather(tbuf, slots=tt(slots, device), **dims), layout.gather(buf, slots=slots, **dims)):
-        assert_same(want, got, f"seed {seed} {name} gather")
-    for got, want in zip(twin_layout.gather(tbuf, **dims), layout.gather(buf, **dims)):
-        assert_same(want, got, f"seed {seed} {name} gather every slot")
-    return buf.size
-
-
-@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{n}-{'-'.join(f'{k}{v}' for k, v in d.items())}" for n, d in CASES])
-def test_layout_scatter_gather_equals_the_oracle(case: int) -> None:
-    name, dims = CASES[case]
-    for seed in range(SEED, SEED + 4):
-        _layout_roundtrip(name, dims, seed + case, "cpu")
-
-
-def test_layout_errors_are_the_oracles() -> None:
-    kv, tkv = olayouts.get("aiter-fp4-kv"), tlayouts.get("aiter-fp4-kv")
-    packed = np.zeros((2, 64), np.uint8)
-    for slots in ([3, 3], [0, 10**6]):
-        with pytest.raises(ValueError) as want:
-            kv.scatter(kv.new_buffer(num_blocks=1), packed, slots=np.array(slots))
-        with pytest.raises(ValueError) as got:
-            tkv.scatter(tkv.new_buffer(num_blocks=1), tt(packed), slots=torch.tensor(slots))
-        assert str(got.value) == str(want.value)
-    with pytest.raises(ValueError) as want:
-        kv.scatter(np.zeros((1, 1, 4, 64, 15), np.uint8), packed)
-    with pytest.raises(ValueError) as got:
-        tkv.scatter(torch.zeros((1, 1, 4, 64, 15), dtype=torch.uint8), tt(packed))
-    assert str(got.value) == str(want.value)
-    with pytest.raises(ValueError, match="unknown layout"):
-        tlayouts.get("no-such-layout")
-
-
-# ---- the indexer op --------------------------------------------------------------------------
-
-
-def op_inputs(args: dict, device: str = "cpu") -> dict:
-    return {k: (tt(v, device) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-
-
-def compare_op(args: dict, note: str, device: str = "cpu", general: bool = False, **options) -> int:
-    """Twin vs oracle on every output; general: the oracle's general path (its bf16 fast path
-    off), which the twin mirrors."""
-    from mxgate.oracle.ops import indexer as oracle_indexer
-
-    saved = oracle_indexer._FAST_PATH
-    oracle_indexer._FAST_PATH = saved and not general
-    try:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            want = oracle.ops.indexer_qk_rope_quant_and_cache(**cases.copy_case(args), **options)
-    finally:
-        oracle_indexer._FAST_PATH = saved
-    got = twin_op(**op_inputs(cases.copy_case(args), device), **options)
-    compared = 0
-    for field, w, g in zip(want._fields, want, got):
-        if w is None:
-            assert g is None, f"{note}: {field} should be absent"
-            continue
-        compared += assert_same(w, g, f"{note} {field}")
-    return compared
-
-
-FP8_PROFILES = ["gfx950", "aiter-gfx942", "torch-cpu", "cuda-satfinite"]
-
-
-@pytest.mark.parametrize("config", cases.PR_FP4_CONFIGS, ids=[c.id for c in cases.PR_FP4_CONFIGS])
-def test_indexer_fp4_configs_every_profile(config) -> None:
-    args = cases.make_case(config)
-    for name in PROFILES:
-        compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
-
-
-def test_indexer_fp8_configs() -> None:
-    """All 192 FP8 configs under gfx950, every eighth under the other FP8 rules."""
-    for i, config in enumerate(cases.PR_FP8_CONFIGS):
-        args = cases.make_case(config)
-        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
-            compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
-
-
-@pytest.mark.parametrize("mode", ["fp4", "fp8"])
-def test_indexer_every_envelope_member(mode: str) -> None:
-    """The envelope probe, built so that each member gives different bytes, for every member."""
-    args = cases.envelope_probe_case(mode)
-    seen = set()
-    for variant in ofrontend.VARIANT_NAMES:
-        compare_op(args, f"probe {mode} {variant}", variant=variant)
-        out = twin_op(**op_inputs(cases.copy_case(args)), variant=variant)
-        seen.add(raw_bytes(out.kv_cache).tobytes())
-    assert len(seen) > 1, "the probe should tell the members apart"
-    config = cases.IndexerConfig(mode, 9, 16, False, True, "ue8m0", False, 16 if mode == "fp8" else 64)
-    for variant in ofrontend.VARIANT_NAMES:
-        compare_op(cases.make_case(config), f"{config.id} {variant}", variant=variant)
-
-
-_SPECIAL_BF16 = np.array([0x7F80, 0xFF80, 0xFFC0, 0x7FC1, 0x7F81, 0x0001, 0x8001, 0x7F7F, 0xFF7F,
-                          0x0080, 0x0000, 0x8000, 0x3F80, 0x1F80, 0x5F80], np.uint16)
-
-
-def _plant_specials(args: dict, rng: np.random.Generator) -> None:
-    """At most one special value per Q row (token, head), K row and cos/sin token row: where
-    two different NaNs meet, the oracle's pick follows NumPy's loop choice (see docs/twin.md)."""
-    q, k = args["q"], args["k"]
-    t, h, _ = q.shape
-    for rows, width in ((q.reshape(t * h, 128), 128), (k, 128)):
-        chosen = rng.random(rows.shape[0]) < 0.4
-        idx = np.flatnonzero(chosen)
-        rows[idx, rng.integers(0, width, idx.size)] = rng.choice(_SPECIAL_BF16, idx.size)
-    pos = np.clip(args["positions"], 0, args["cos_cache"].shape[0] - 1)
-    for token in rng.choice(t, size=max(1, t // 3), replace=False):
-        table = args["cos_cache"] if rng.random() < 0.5 else args["sin_cache"]
-        table[pos[token], rng.integers(0, 32)] = rng.choice(_SPECIAL_BF16)
-
-
-@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
-def test_indexer_special_values_and_scalar_kinds(seed: int) -> None:
-    rng = rng_of(seed)
-    mode = "fp4" if seed % 2 else "fp8"
-    config = cases.IndexerConfig(mode, int(rng.integers(1, 12)), 16 * int(rng.integers(1, 3)), bool(rng.integers(2)),
-                                 bool(rng.integers(2)), "ue8m0" if mode == "fp4" or rng.integers(2) else None,
-                                 mode == "fp8" and bool(rng.integers(2)), 64 if mode == "fp4" else 16)
-    args = cases.make_case(config, seed=seed, max_pos=64)
-    _plant_specials(args, rng)
-    kind = ("bf16", "fp16", "fp32")[seed % 3]
-    if kind != "bf16":
-        dtype = np.float16 if kind == "fp16" else np.float32
-        for name in ("q", "k", "weights", "cos_cache", "sin_cache"):
-            with np.errstate(over="ignore"):
-                args[name] = ofrontend.to_f32(args[name], "bf16").astype(dtype)
-        if mode == "fp4":
-            args["weights_out"] = np.zeros(args["weights_out"].shape, dtype)
-    variant = ofrontend.VARIANT_NAMES[seed % 6]
-    # the general path: the oracle's bf16 fast path takes a NaN's bit pattern as a group's amax,
-    # which is wrong for profiles whose reductions skip NaN (threshold, sglang-rne)
-    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
-        compare_op(args, f"seed {seed} {config.id} {kind} {variant} {name}", general=True, profile=name, variant=variant)
-
-
-def test_indexer_fresh_outputs_and_errors_are_the_oracles() -> None:
-    config = cases.IndexerConfig("fp4", 5, 16, True, False)
-    args = cases.make_case(config, seed=SEED)
-    fresh = dict(args, q_out=None, weights_out=None, kv_cache=None, q_scale_out=None, kv_cache_scale=None)
-    compare_op(fresh, "fresh outputs", mode="fp4", num_blocks=int(args["slot_mapping"].max()) // 64 + 2)
-    for key, value in (("quant_block_size", 64), ("scale_fmt", None), ("positions", np.full(5, 10**6, np.int64))):
-        bad = dict(cases.copy_case(args), **{key: value})
-        if key == "positions":
-            bad["slot_mapping"] = np.arange(5, dtype=np.int64)
-        with pytest.raises(ValueError) as want:
-            oracle.ops.indexer_qk_rope_quant_and_cache(**bad)
-        with pytest.raises(ValueError) as got:
-            twin_op(**op_inputs(bad))
-        assert str(got.value) == str(want.value)
-
-
 # ---- sweep_device and import hygiene ---------------------------------------------------------
 
 
@@ -758,41 +504,6 @@ def test_gpu_fused_scaling_every_float32() -> None:
                 got = fused.scale_bits(u, d, nan_is_nan)
                 want = f32_bits(te2m1.scaled_by_e8m0(u.view(torch.float32), b8, name))
                 assert torch.equal(got, want), f"byte {byte} chunk {index} {name}"
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_gpu_layouts(case: int) -> None:
-    name, dims = CASES[case]
-    _layout_roundtrip(name, dims, SEED + case, GPU_DEVICE)
-
-
-@pytest.mark.gpu
-def test_gpu_indexer_configs() -> None:
-    compared = 0
-    for config in cases.PR_FP4_CONFIGS:
-        for name in PROFILES:
-            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
-    for i, config in enumerate(cases.PR_FP8_CONFIGS):
-        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
-            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
-    for mode in ("fp4", "fp8"):
-        for variant in ofrontend.VARIANT_NAMES:
-            compared += compare_op(cases.envelope_probe_case(mode), f"probe {mode} {variant}", GPU_DEVICE, variant=variant)
-    print(f"indexer op on {GPU_DEVICE}: {compared:,} output elements identical")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
-def test_gpu_indexer_special_values(seed: int) -> None:
-    rng = rng_of(seed)
-    config = cases.IndexerConfig("fp4" if seed % 2 else "fp8", 40, 32, bool(seed % 3), bool(seed % 5), "ue8m0", False,
-                                 64 if seed % 2 else 16)
-    args = cases.make_case(config, seed=seed, max_pos=64)
-    _plant_specials(args, rng)
-    variant = ofrontend.VARIANT_NAMES[seed % 6]
-    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
-        compare_op(args, f"seed {seed} {config.id} {variant} {name}", GPU_DEVICE, general=True, profile=name, variant=variant)
 
 
 @pytest.mark.gpu

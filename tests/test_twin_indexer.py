@@ -1,0 +1,178 @@
+"""The indexer op on torch tensors against the NumPy oracle, byte for byte: configs, envelope members, special values, errors (CPU in CI, the card with ``--device cuda``)."""
+
+from __future__ import annotations
+
+
+
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mxgate import oracle  # noqa: E402
+from mxgate.oracle import profiles  # noqa: E402
+from mxgate.inputs import indexer as cases  # noqa: E402
+from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
+from mxgate.twin import coverage  # noqa: E402
+from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op  # noqa: E402
+
+from namespaces import assert_same, raw_bytes, rng_of, tt  # noqa: E402
+SEED = 20261201
+PROFILES = [name for name in profiles.names() if coverage.models(name)]  # the rest: test_twin_coverage
+SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
+E4M3_RULES = [(v, s) for v in ("fn", "fnuz") for s in (False, True, "satfinite")]
+CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
+GPU_DEVICE = "cuda"
+
+
+
+# ---- the indexer op --------------------------------------------------------------------------
+
+
+def op_inputs(args: dict, device: str = "cpu") -> dict:
+    return {k: (tt(v, device) if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+
+
+def compare_op(args: dict, note: str, device: str = "cpu", general: bool = False, **options) -> int:
+    """Twin vs oracle on every output; general: the oracle's general path (its bf16 fast path
+    off), which the twin mirrors."""
+    from mxgate.oracle.ops import indexer as oracle_indexer
+
+    saved = oracle_indexer._FAST_PATH
+    oracle_indexer._FAST_PATH = saved and not general
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            want = oracle.ops.indexer_qk_rope_quant_and_cache(**cases.copy_case(args), **options)
+    finally:
+        oracle_indexer._FAST_PATH = saved
+    got = twin_op(**op_inputs(cases.copy_case(args), device), **options)
+    compared = 0
+    for field, w, g in zip(want._fields, want, got):
+        if w is None:
+            assert g is None, f"{note}: {field} should be absent"
+            continue
+        compared += assert_same(w, g, f"{note} {field}")
+    return compared
+
+
+FP8_PROFILES = ["gfx950", "aiter-gfx942", "torch-cpu", "cuda-satfinite"]
+
+
+@pytest.mark.parametrize("config", cases.PR_FP4_CONFIGS, ids=[c.id for c in cases.PR_FP4_CONFIGS])
+def test_indexer_fp4_configs_every_profile(config) -> None:
+    args = cases.make_case(config)
+    for name in PROFILES:
+        compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
+
+
+def test_indexer_fp8_configs() -> None:
+    """All 192 FP8 configs under gfx950, every eighth under the other FP8 rules."""
+    for i, config in enumerate(cases.PR_FP8_CONFIGS):
+        args = cases.make_case(config)
+        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
+            compare_op(args, f"seed {config.seed} {config.id} {name}", profile=name)
+
+
+@pytest.mark.parametrize("mode", ["fp4", "fp8"])
+def test_indexer_every_envelope_member(mode: str) -> None:
+    """The envelope probe, built so that each member gives different bytes, for every member."""
+    args = cases.envelope_probe_case(mode)
+    seen = set()
+    for variant in ofrontend.VARIANT_NAMES:
+        compare_op(args, f"probe {mode} {variant}", variant=variant)
+        out = twin_op(**op_inputs(cases.copy_case(args)), variant=variant)
+        seen.add(raw_bytes(out.kv_cache).tobytes())
+    assert len(seen) > 1, "the probe should tell the members apart"
+    config = cases.IndexerConfig(mode, 9, 16, False, True, "ue8m0", False, 16 if mode == "fp8" else 64)
+    for variant in ofrontend.VARIANT_NAMES:
+        compare_op(cases.make_case(config), f"{config.id} {variant}", variant=variant)
+
+
+_SPECIAL_BF16 = np.array([0x7F80, 0xFF80, 0xFFC0, 0x7FC1, 0x7F81, 0x0001, 0x8001, 0x7F7F, 0xFF7F,
+                          0x0080, 0x0000, 0x8000, 0x3F80, 0x1F80, 0x5F80], np.uint16)
+
+
+def _plant_specials(args: dict, rng: np.random.Generator) -> None:
+    """At most one special value per Q row (token, head), K row and cos/sin token row: where
+    two different NaNs meet, the oracle's pick follows NumPy's loop choice (see docs/twin.md)."""
+    q, k = args["q"], args["k"]
+    t, h, _ = q.shape
+    for rows, width in ((q.reshape(t * h, 128), 128), (k, 128)):
+        chosen = rng.random(rows.shape[0]) < 0.4
+        idx = np.flatnonzero(chosen)
+        rows[idx, rng.integers(0, width, idx.size)] = rng.choice(_SPECIAL_BF16, idx.size)
+    pos = np.clip(args["positions"], 0, args["cos_cache"].shape[0] - 1)
+    for token in rng.choice(t, size=max(1, t // 3), replace=False):
+        table = args["cos_cache"] if rng.random() < 0.5 else args["sin_cache"]
+        table[pos[token], rng.integers(0, 32)] = rng.choice(_SPECIAL_BF16)
+
+
+@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
+def test_indexer_special_values_and_scalar_kinds(seed: int) -> None:
+    rng = rng_of(seed)
+    mode = "fp4" if seed % 2 else "fp8"
+    config = cases.IndexerConfig(mode, int(rng.integers(1, 12)), 16 * int(rng.integers(1, 3)), bool(rng.integers(2)),
+                                 bool(rng.integers(2)), "ue8m0" if mode == "fp4" or rng.integers(2) else None,
+                                 mode == "fp8" and bool(rng.integers(2)), 64 if mode == "fp4" else 16)
+    args = cases.make_case(config, seed=seed, max_pos=64)
+    _plant_specials(args, rng)
+    kind = ("bf16", "fp16", "fp32")[seed % 3]
+    if kind != "bf16":
+        dtype = np.float16 if kind == "fp16" else np.float32
+        for name in ("q", "k", "weights", "cos_cache", "sin_cache"):
+            with np.errstate(over="ignore"):
+                args[name] = ofrontend.to_f32(args[name], "bf16").astype(dtype)
+        if mode == "fp4":
+            args["weights_out"] = np.zeros(args["weights_out"].shape, dtype)
+    variant = ofrontend.VARIANT_NAMES[seed % 6]
+    # the general path: the oracle's bf16 fast path takes a NaN's bit pattern as a group's amax,
+    # which is wrong for profiles whose reductions skip NaN (threshold, sglang-rne)
+    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
+        compare_op(args, f"seed {seed} {config.id} {kind} {variant} {name}", general=True, profile=name, variant=variant)
+
+
+def test_indexer_fresh_outputs_and_errors_are_the_oracles() -> None:
+    config = cases.IndexerConfig("fp4", 5, 16, True, False)
+    args = cases.make_case(config, seed=SEED)
+    fresh = dict(args, q_out=None, weights_out=None, kv_cache=None, q_scale_out=None, kv_cache_scale=None)
+    compare_op(fresh, "fresh outputs", mode="fp4", num_blocks=int(args["slot_mapping"].max()) // 64 + 2)
+    for key, value in (("quant_block_size", 64), ("scale_fmt", None), ("positions", np.full(5, 10**6, np.int64))):
+        bad = dict(cases.copy_case(args), **{key: value})
+        if key == "positions":
+            bad["slot_mapping"] = np.arange(5, dtype=np.int64)
+        with pytest.raises(ValueError) as want:
+            oracle.ops.indexer_qk_rope_quant_and_cache(**bad)
+        with pytest.raises(ValueError) as got:
+            twin_op(**op_inputs(bad))
+        assert str(got.value) == str(want.value)
+
+
+
+
+@pytest.mark.gpu
+def test_gpu_indexer_configs() -> None:
+    compared = 0
+    for config in cases.PR_FP4_CONFIGS:
+        for name in PROFILES:
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
+    for i, config in enumerate(cases.PR_FP8_CONFIGS):
+        for name in FP8_PROFILES if i % 8 == 0 else ["gfx950"]:
+            compared += compare_op(cases.make_case(config), f"{config.id} {name}", GPU_DEVICE, profile=name)
+    for mode in ("fp4", "fp8"):
+        for variant in ofrontend.VARIANT_NAMES:
+            compared += compare_op(cases.envelope_probe_case(mode), f"probe {mode} {variant}", GPU_DEVICE, variant=variant)
+    print(f"indexer op on {GPU_DEVICE}: {compared:,} output elements identical")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(SEED, SEED + 12))
+def test_gpu_indexer_special_values(seed: int) -> None:
+    rng = rng_of(seed)
+    config = cases.IndexerConfig("fp4" if seed % 2 else "fp8", 40, 32, bool(seed % 3), bool(seed % 5), "ue8m0", False,
+                                 64 if seed % 2 else 16)
+    args = cases.make_case(config, seed=seed, max_pos=64)
+    _plant_specials(args, rng)
+    variant = ofrontend.VARIANT_NAMES[seed % 6]
+    for name in ("gfx950", "aiter-py", "argmin", "aiter-gfx942", "threshold", "cuda-satfinite"):
+        compare_op(args, f"seed {seed} {config.id} {variant} {name}", GPU_DEVICE, general=True, profile=name, variant=variant)
