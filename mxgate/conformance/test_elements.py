@@ -149,8 +149,9 @@ def test_bf16_round(backend, record, profile_override, tier, reference) -> None:
 
 @pytest.mark.mxgate_op(OpName.BF16_ROUND)
 @pytest.mark.exhaustive
-def test_bf16_round_every_float32(backend, record, profile_override, reference) -> None:
-    _every_float32(backend, record, OpName.BF16_ROUND, profile_override, reference(OpName.BF16_ROUND))
+def test_bf16_round_every_float32(backend, record, profile_override, reference, device) -> None:
+    _every_float32(backend, record, OpName.BF16_ROUND, profile_override, reference(OpName.BF16_ROUND),
+                   device=device, fmt="bf16")
 
 
 @pytest.mark.mxgate_op(OpName.E8M0_DECODE)

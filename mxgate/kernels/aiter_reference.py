@@ -25,7 +25,7 @@ aiter.kv_fp4_preshuffle_layout         test_dsv4_rotate_quant (layout only; CUDA
                                        buffers are made with device="cuda")
 aiter.dsv4_shuffle_scale               test_dsv4_rotate_quant (aiter-fp4-q-scale layout)     gfx950
 aiter.ref_mqa_logits_mixed             test_flydsl_pa_mqa_logits_fp4 scorer reference         gfx950
-aiter.indexer_k_quant_and_cache        test_indexer_k_quant_and_cache.run_torch (FP8 K)       torch-cpu / torch-cuda
+aiter.indexer_k_quant_and_cache        test_indexer_k_quant_and_cache.run_torch (FP8 K)       probed torch cast profile
 =====================================  ====================================================  ======================
 
 bf16 travels as uint16 bit patterns. The op tests' module constant ``dev`` ("cuda") is set to
@@ -43,6 +43,7 @@ from mxgate.op_table import OpName
 from mxgate.kernels import aiter_loader as loader
 from mxgate.oracle import profiles_aiter  # noqa: F401 - registers the profiles these ops declare
 from mxgate.kernels import sources
+from mxgate.kernels.codecs import torch_cast_profile
 from mxgate.kernels.base import (AVAILABLE, Availability, Backend, Op, OutsideContract, device_mode, kernel_entry,
                                  with_own_checks)
 from mxgate.oracle.geometry import GROUP
@@ -165,7 +166,9 @@ class AiterReferenceBackend(Backend):
                "op_tests/test_dsv4_rotate_quant.py dsv4_shuffle_scale (bytes only)"),
             Op(MIXED_LOGITS, "gfx950", self.ref_mqa_logits_mixed,
                "op_tests/test_flydsl_pa_mqa_logits_fp4.py ref_mqa_logits_mixed (float32 torch)"),
-            Op(INDEXER_K, "torch-cuda" if self.device == "cuda" else "torch-cpu", self.indexer_k_quant_and_cache,
+            # run_torch casts with torch's float8_e4m3fn, whose overflow rule changes with the
+            # version: the profile is the one the casts of the torch running here match
+            Op(INDEXER_K, torch_cast_profile(self.device), self.indexer_k_quant_and_cache,
                "op_tests/test_indexer_k_quant_and_cache.py run_torch"),
         ]
         for mode in MODES:

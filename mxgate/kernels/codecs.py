@@ -107,10 +107,10 @@ class TorchCastBackend(Backend):
 
         return run
 
-    def _cast_tensor(self, dtype_name: str) -> Any:
+    def _cast_tensor(self, dtype_name: str, view_name: str = "uint8") -> Any:
         def run(x: Any) -> Any:
             torch = _torch()
-            return x.to(getattr(torch, dtype_name)).view(torch.uint8)
+            return x.to(getattr(torch, dtype_name)).view(getattr(torch, view_name))
 
         return run
 
@@ -134,7 +134,8 @@ class TorchCastBackend(Backend):
                                        run_tensor=self._cast_tensor("float8_e4m3fnuz")),
             OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, "gfx950", self._widen("float8_e4m3fn")),
             OpName.E4M3FNUZ_DECODE: Op(OpName.E4M3FNUZ_DECODE, "gfx950", self._widen("float8_e4m3fnuz")),
-            OpName.BF16_ROUND: Op(OpName.BF16_ROUND, fn_profile, self._cast("bfloat16", "int16")),
+            OpName.BF16_ROUND: Op(OpName.BF16_ROUND, fn_profile, self._cast("bfloat16", "int16"),
+                                  run_tensor=self._cast_tensor("bfloat16", "int16")),
             OpName.E8M0_DECODE: Op(OpName.E8M0_DECODE, "gfx950", self._widen("float8_e8m0fnu")),
         }
 
