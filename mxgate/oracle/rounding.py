@@ -10,13 +10,16 @@ by rounding one representative of each class in float64, where every value invol
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle.parallel import run_blocks, scratch
+from mxgate.oracle.xp import is_numpy, namespace, srl, take
 
 CHUNK = 1 << 17  # elements per pass: temporaries stay in L2, few Python calls per element (measured)
 BLOCK = 1 << 20  # elements per block shared out to the threads (parallel.run_blocks)
+DEVICE_CHUNK = 1 << 26  # elements per pass off NumPy: bounds the int64 index temporaries
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,30 @@ def classify(keep_bits: int, grid: np.ndarray, overflow_next: float, tie: str) -
     return Classes(np.minimum(index, len(grid) - 1), negative, is_nan, is_inf, overflow, bits)
 
 
-def lookup(u: np.ndarray, table: np.ndarray, keep_bits: int, out: np.ndarray | None = None) -> np.ndarray:
-    """Apply a rounding table to float32 bit patterns ``u`` (any shape), chunk by chunk."""
-    flat = np.ascontiguousarray(u, dtype=np.uint32).reshape(-1)
+def lookup(u: Any, table: Any, keep_bits: int, out: np.ndarray | None = None) -> Any:
+    """Apply a rounding table to float32 bit patterns ``u`` (uint32 or int32, any shape).
+
+    The index is (u >> shift) with its lowest bit (the first dropped bit) OR'd with "any lower
+    bit set", the sticky bit. ``table`` is in u's namespace and on its device (``table_on``);
+    out (NumPy only): a result buffer of u's size.
+    """
+    xp = namespace(u, table)
+    if not is_numpy(xp):
+        shift = 31 - keep_bits
+        flat = xp.reshape(u, (-1,))
+        result = xp.empty(flat.shape, dtype=table.dtype, device=flat.device)
+        for start in range(0, flat.shape[0], DEVICE_CHUNK):
+            part = flat[start:start + DEVICE_CHUNK]
+            index = srl(part, shift) | xp.astype((part & ((1 << shift) - 1)) != 0, xp.int32)
+            result[start:start + part.shape[0]] = take(table, index)
+        return xp.reshape(result, u.shape)
+    flat = np.ascontiguousarray(u).reshape(-1)
+    if flat.dtype != np.uint32:
+        flat = flat.view(np.uint32) if flat.dtype == np.int32 else flat.astype(np.uint32)
     result = np.empty(flat.shape, dtype=table.dtype) if out is None else out.reshape(-1)
-    # The index is (u >> shift) with its lowest bit (the first dropped bit) OR'd with "any lower
-    # bit set", the sticky bit. (u & mask) + mask carries into bit ``shift`` exactly when some
-    # bit under it is set, and stays below 2^(shift+1): OR-ing it into u sets that bit, and
-    # only it, as the sticky bit: four in-place passes on a reused buffer, no boolean temporary.
+    # (u & mask) + mask carries into bit ``shift`` exactly when some bit under it is set, and
+    # stays below 2^(shift+1): OR-ing it into u sets that bit, and only it, as the sticky bit:
+    # four in-place passes on a reused buffer, no boolean temporary.
     shift = np.uint32(31 - keep_bits)
     sticky_mask = np.uint32((1 << (31 - keep_bits)) - 1)
 

@@ -6,14 +6,17 @@ in the low nibble of byte i, element 2i+1 in the high nibble.
 
 from __future__ import annotations
 
+import math
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle.arguments import as_float32, as_uint8, choice
+from mxgate.oracle.arguments import as_float32, as_uint8, choice, is_tensor
 from mxgate.oracle.bits import ABS32, f32_bits, pow2_f32
 from mxgate.oracle.rounding import classify, lookup
+from mxgate.oracle.xp import INDEFINITE, bits, device, floats, is_nan_bits, is_numpy, namespace, quiet_or_default, table_on, take
 
 MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 _KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
@@ -81,7 +84,7 @@ def _table(tie: str, zero_sign: str, nan_rule: str, inf: str) -> np.ndarray:
     return code
 
 
-def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, scale: np.ndarray | None = None) -> np.ndarray:
+def encode_e2m1(x: Any, profile: str | _profiles.Profile = "gfx950", *, scale: Any = None) -> Any:
     """float32 -> E2M1 codes (uint8, one per element, not packed) under ``profile``.
 
     scale: optional e8m0 bytes broadcastable to x. The input is first divided by 2^(byte - 127)
@@ -94,7 +97,7 @@ def encode_e2m1(x: np.ndarray, profile: str | _profiles.Profile = "gfx950", *, s
     x32 = as_float32(x, "x")
     if scale is not None:
         x32 = scaled_by_e8m0(x32, scale, p)
-    return lookup(f32_bits(x32), rounding, _KEEP_BITS)
+    return lookup(bits(x32), table_on(rounding, x32), _KEEP_BITS)
 
 
 def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
@@ -115,24 +118,39 @@ def _reciprocals(nan_scale: str, scale0_divisor: str) -> np.ndarray:
     return out
 
 
-def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
+def scaled_by_e8m0(x32: Any, scale: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
     """x / 2^(scale - 127) in float32 as a multiply by an exact power of two.
 
     The product is exact unless it leaves the float32 range: below 2^-126 every profile's code
     is zero, above 6 every profile saturates. Scale byte 255 follows the profile's
     ``nan_scale``; under "nan" the NaN that survives is chosen explicitly (the dividend's own
     NaN, quieted, else +qNaN, as x86 division does) because NumPy's SIMD loops pick either.
+    Off NumPy every NaN is set by bits (a GPU returns its canonical NaN where x86 keeps the
+    operand's): an input NaN quieted, and the two rules above.
     """
     p = _profiles.get(profile)
     scale = as_uint8(scale, "scale")
     _check_scale_shape(scale, x32)
+    xp = namespace(x32)
+    if not is_numpy(xp):
+        scale = _on_device_of(scale, x32, "scale", "x")
+        factor = take(table_on(e8m0_divisor_reciprocals(p), x32), scale)
+        product = bits(x32 * factor)
+        x_bits = xp.broadcast_to(bits(x32), product.shape)
+        product = xp.where(is_nan_bits(x_bits), x_bits | 0x00400000, product)
+        last = xp.broadcast_to(scale == 0xFF, product.shape)
+        if p.nan_scale == "nan":
+            product = xp.where(last, quiet_or_default(x_bits), product)
+        elif p.nan_scale == "inf":
+            product = xp.where(last & ((x_bits & 0x7FFFFFFF) == 0x7F800000), INDEFINITE, product)
+        return floats(product)
     with np.errstate(over="ignore"):  # a quotient past float32 is Inf, which saturates: by design
         product = np.multiply(x32, e8m0_divisor_reciprocals(p)[scale], dtype=np.float32)
     if p.nan_scale == "nan":
         nan_scale = np.broadcast_to(scale == 0xFF, product.shape)
         if nan_scale.any():
-            bits = np.broadcast_to(f32_bits(x32), product.shape)
-            quiet = np.where((bits & ABS32) > np.uint32(0x7F800000), bits | np.uint32(0x00400000), np.uint32(0x7FC00000))
+            bits32 = np.broadcast_to(f32_bits(x32), product.shape)
+            quiet = np.where((bits32 & ABS32) > np.uint32(0x7F800000), bits32 | np.uint32(0x00400000), np.uint32(0x7FC00000))
             product = np.where(nan_scale, quiet.view(np.float32), product)
     elif p.nan_scale == "inf":
         # x / +Inf: an Inf element gives the default NaN, chosen here (x * 0 leaves it to the FPU)
@@ -142,42 +160,59 @@ def scaled_by_e8m0(x32: np.ndarray, scale: np.ndarray, profile: str | _profiles.
     return product
 
 
-def _check_scale_shape(scale: np.ndarray, x32: np.ndarray) -> None:
+def _on_device_of(a: Any, like: Any, name: str, like_name: str) -> Any:
+    """``a`` in the namespace and on the device of the tensor ``like`` (a NumPy argument moves
+    there; a tensor elsewhere is refused)."""
+    if is_tensor(a):
+        if device(a) != device(like):
+            raise ValueError(f"{name} must be on the device of {like_name} ({device(like)}), got {device(a)}")
+        return a
+    return namespace(like).asarray(a, device=device(like))
+
+
+def _check_scale_shape(scale: Any, x32: Any) -> None:
     """The result has x's shape: scale must broadcast to it (never the other way round)."""
+    shape, scale_shape = tuple(x32.shape), tuple(scale.shape)
     try:
-        joint = np.broadcast_shapes(scale.shape, x32.shape)
+        joint = np.broadcast_shapes(scale_shape, shape)
     except ValueError:
         joint = None
-    if joint != x32.shape:
-        raise ValueError(f"scale must broadcast to the shape of x {x32.shape}, got shape {scale.shape}")
+    if joint != shape:
+        raise ValueError(f"scale must broadcast to the shape of x {shape}, got shape {scale_shape}")
 
 
-def decode_e2m1(codes: np.ndarray) -> np.ndarray:
+def decode_e2m1(codes: Any) -> Any:
     """E2M1 codes (uint8, low nibble used) -> float32; 0x8 decodes to -0.0."""
     codes = as_uint8(codes, "codes")
-    if codes.size and codes.max() > 0xF:
+    if _size(codes) and int(namespace(codes).max(codes)) > 0xF:
         raise ValueError("codes must hold one E2M1 code (0..15) per byte; use unpack_nibbles for packed bytes")
-    return VALUES[codes]
+    return take(table_on(VALUES, codes), codes)
 
 
-def pack_nibbles(codes: np.ndarray) -> np.ndarray:
+def pack_nibbles(codes: Any) -> Any:
     """[..., 2n] codes -> [..., n] bytes: element 2i in the low nibble, 2i+1 in the high nibble."""
     codes = as_uint8(codes, "codes")
     if codes.ndim == 0 or codes.shape[-1] % 2:
-        raise ValueError(f"codes last dimension must be even, got shape {codes.shape}")
-    if codes.size and codes.max() > 0xF:
+        raise ValueError(f"codes last dimension must be even, got shape {tuple(codes.shape)}")
+    xp = namespace(codes)
+    if _size(codes) and int(xp.max(codes)) > 0xF:
         raise ValueError("codes must be E2M1 codes in 0..15")
+    if not is_numpy(xp):
+        return codes[..., 0::2] | (codes[..., 1::2] << 4)
     pairs = np.ascontiguousarray(codes).view(np.uint16)  # little-endian: low byte = even element
     packed = (pairs & np.uint16(0x000F)) | ((pairs >> np.uint16(4)) & np.uint16(0x00F0))
     return packed.astype(np.uint8)
 
 
-def unpack_nibbles(packed: np.ndarray) -> np.ndarray:
+def unpack_nibbles(packed: Any) -> Any:
     """[..., n] bytes -> [..., 2n] codes (inverse of pack_nibbles)."""
     packed = as_uint8(packed, "packed")
     if packed.ndim == 0:
         raise ValueError("packed must have at least one dimension")
-    out = np.empty(packed.shape[:-1] + (packed.shape[-1] * 2,), dtype=np.uint8)
-    out[..., 0::2] = packed & 0x0F
-    out[..., 1::2] = packed >> 4
-    return out
+    xp = namespace(packed)
+    shape = tuple(packed.shape[:-1]) + (packed.shape[-1] * 2,)
+    return xp.reshape(xp.stack([packed & 0x0F, packed >> 4], axis=-1), shape)
+
+
+def _size(a: Any) -> int:
+    return math.prod(a.shape)

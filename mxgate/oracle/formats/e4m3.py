@@ -7,12 +7,13 @@ fnuz: bias 8, max 240 (0x7F), NaN 0x80, no -0, min subnormal 2^-10.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle.arguments import as_float32, as_uint8, choice
-from mxgate.oracle.bits import f32_bits
 from mxgate.oracle.rounding import classify, lookup
+from mxgate.oracle.xp import bits, table_on, take
 
 _KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
 SATURATE_MODES = (False, True, "satfinite")
@@ -68,7 +69,7 @@ def _table(variant: str, saturate: bool | str) -> np.ndarray:
     return code
 
 
-def encode_e4m3(x: np.ndarray, variant: str = "fn", saturate: bool | str = False) -> np.ndarray:
+def encode_e4m3(x: Any, variant: str = "fn", saturate: bool | str = False) -> Any:
     """float32 -> E4M3 codes, round to nearest even.
 
     saturate: False: overflow, Inf and NaN give NaN (0x7F|sign for fn, 0x80 for fnuz), as AMD
@@ -77,7 +78,7 @@ def encode_e4m3(x: np.ndarray, variant: str = "fn", saturate: bool | str = False
     """
     rounding = table(variant, saturate)
     x32 = as_float32(x, "x")
-    return lookup(f32_bits(x32), rounding, _KEEP_BITS)
+    return lookup(bits(x32), table_on(rounding, x32), _KEEP_BITS)
 
 
 @cache
@@ -94,9 +95,11 @@ def _decode_table(variant: str) -> np.ndarray:
     return out
 
 
-def decode_e4m3(codes: np.ndarray, variant: str = "fn") -> np.ndarray:
+def decode_e4m3(codes: Any, variant: str = "fn") -> Any:
     """E4M3 codes -> float32 (fn: 0x80 is -0.0, 0x7F/0xFF NaN; fnuz: 0x80 NaN)."""
-    return _decode_table(choice(variant, "variant", VARIANTS))[as_uint8(codes, "codes")]
+    values = _decode_table(choice(variant, "variant", VARIANTS))
+    codes = as_uint8(codes, "codes")
+    return take(table_on(values, codes), codes)
 
 
 def max_value(variant: str) -> float:
