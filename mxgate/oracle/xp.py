@@ -21,6 +21,8 @@ What the standard has no word for lives here, once:
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -49,6 +51,14 @@ def namespace(*arrays: Any) -> ModuleType:
     if not others:
         return np
     return array_api_compat.array_namespace(*others)
+
+
+def on_device(device: Any) -> ModuleType:
+    """The namespace of arrays made on ``device`` (a torch device or its name), for functions
+    that create arrays from sizes alone: torch's, which the caller must have imported."""
+    if "torch" not in sys.modules:
+        raise TypeError(f"device={device!r} asks for a torch tensor, but torch is not imported")
+    return importlib.import_module("array_api_compat.torch")
 
 
 def is_numpy(xp: ModuleType) -> bool:
