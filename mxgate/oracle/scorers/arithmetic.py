@@ -21,53 +21,55 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, MFMA_M, QK_MODELS
+# pow2_f64 (2**e as float64 from bits) is the namespace module's; the scorers import it from here
+from mxgate.oracle.xp import bits, bits64, device, floats64, namespace, pow2_f64, to_numpy  # noqa: F401
 
 # ---- rounding real values once ----------------------------------------------------------------
 
 LIMB_BITS = 4  # digit width of the limb accumulator (see weighted_sum_f64)
 _BATCH = 64  # terms added between carry passes: 64 * 2**56 = 2**62 < 2**63
 _STOP = 1 << (62 - LIMB_BITS)  # |M| >= 2^58: 59+ significant bits, enough to round to odd
+_INT64_MAX = (1 << 63) - 1
 
 
-def pow2_f64(e: np.ndarray | int) -> np.ndarray:
-    """2**e as float64 from bits, for integer e in [-1022, 1023] (exact, no exp2 call)."""
-    e = np.asarray(e, dtype=np.int64)
-    if e.size and (e.min() < -1022 or e.max() > 1023):
-        raise ValueError("exponent must lie in [-1022, 1023] for a normal float64 power of two")
-    return ((e + 1023) << 52).view(np.float64)
-
-
-def _float_parts(b: np.ndarray, mant_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bit patterns (int64) of a format with 8 exponent bits -> (signed integer mantissa,
-    exponent, finite mask): v = m * 2**e; subnormals and zeros included, non-finite gives 0."""
+def _float_parts(b: Any, mant_bits: int) -> tuple[Any, Any, Any]:
+    """Bit patterns (int64, non-negative) of a format with 8 exponent bits -> (signed integer
+    mantissa, exponent, finite mask): v = m * 2**e; subnormals and zeros included, non-finite
+    gives 0."""
+    xp = namespace(b)
     expo = (b >> mant_bits) & 0xFF
     frac = b & ((1 << mant_bits) - 1)
-    mag = np.where(expo == 0, frac, frac | (1 << mant_bits))
+    mag = xp.where(expo == 0, frac, frac | (1 << mant_bits))
     bias = 127 + mant_bits
-    e = np.where(expo == 0, 1 - bias, expo - bias)
-    m = np.where((b >> (mant_bits + 8)) & 1 == 1, -mag, mag)
+    e = xp.where(expo == 0, 1 - bias, expo - bias)
+    m = xp.where((b >> (mant_bits + 8)) & 1 == 1, -mag, mag)
     finite = expo != 0xFF
-    return np.where(finite, m, 0), np.where(finite, e, 0), finite
+    return xp.where(finite, m, 0), xp.where(finite, e, 0), finite
 
 
-def bf16_parts(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bf16 bit patterns -> (signed integer mantissa, exponent, finite mask): v = m * 2**e.
+def bf16_parts(bf16: Any) -> tuple[Any, Any, Any]:
+    """bf16 bit patterns (uint16, or int16 with the same bits) -> (signed integer mantissa,
+    exponent, finite mask): v = m * 2**e.
 
     Normal: m = +-(128 + frac), e = E - 134; subnormal: m = +-frac, e = -133; zeros give m = 0.
     """
-    return _float_parts(bits.astype(np.int64), 7)
+    xp = namespace(bf16)
+    return _float_parts(xp.astype(bf16, xp.int64) & 0xFFFF, 7)
 
 
-def f32_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def f32_parts(x: Any) -> tuple[Any, Any, Any]:
     """float32 values -> (signed integer mantissa, exponent, finite mask): v = m * 2**e."""
-    return _float_parts(np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.int64), 23)
+    xp = namespace(x)
+    return _float_parts(xp.astype(bits(xp.asarray(x, dtype=xp.float32)), xp.int64) & 0xFFFFFFFF, 23)
 
 
-def weighted_sum_f64(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -> np.ndarray:
+def weighted_sum_f64(a: Any, a_bits: int, m: Any, f: Any) -> Any:
     """RN_float64( sum_h a[r, h, t] * m[r, h] * 2**f[r, h] ), rounded once. -> float64 [R, T].
 
     a: float64 [R, H, T], integer valued, 0 <= a < 2**a_bits (a_bits <= 53).
@@ -79,35 +81,36 @@ def weighted_sum_f64(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -
     digits are gathered into one int64 of at least 59 significant bits with a sticky bit for
     the rest (round to odd), and that integer is converted to float64 once (nearest-even):
     one correct rounding overall. Scaling by the row's power of two is exact for normal
-    float64 results.
+    float64 results. Integer operations only: every namespace gives the same digits.
     """
+    xp = namespace(a, m, f)
     R, H, T = a.shape
-    m = np.asarray(m, dtype=np.int64)
-    f = np.asarray(f, dtype=np.int64)
-    mag = np.abs(m)
-    m_bits = int(mag.max()).bit_length() if mag.size else 0
+    m = xp.astype(xp.asarray(m), xp.int64)
+    f = xp.astype(xp.asarray(f), xp.int64)
+    mag = xp.abs(m)
+    m_bits = int(xp.max(mag)).bit_length() if m.shape[0] * H else 0
     width = max(1, 53 - a_bits)  # bits per piece of |m|
     pieces = max(1, -(-m_bits // width))
-    sign = np.where(m < 0, -1.0, 1.0)
+    sign = xp.where(m < 0, -1.0, 1.0)
     live = m != 0
-    big = np.iinfo(np.int64).max
-    base = np.where(live, f, big).min(axis=1) if H else np.zeros(R, np.int64)  # [R]
-    base = np.where(base == big, 0, base)
-    shift = np.where(live, f - base[:, None], 0)  # [R, H] >= 0
-    top = (int(shift.max()) if shift.size else 0) + width * (pieces - 1)
+    base = xp.min(xp.where(live, f, _INT64_MAX), axis=1) if H else xp.zeros(R, dtype=xp.int64, device=device(a))
+    base = xp.where(base == _INT64_MAX, 0, base)  # [R]
+    shift = xp.where(live, f - base[:, None], 0)  # [R, H] >= 0
+    top = (int(xp.max(shift)) if R * H else 0) + width * (pieces - 1)
     # a term spans 56 bits from its digit; the sum of all terms needs log2(terms) more
     n_limbs = (top + 56 + (H * pieces).bit_length()) // LIMB_BITS + 2
-    acc = np.zeros((R, n_limbs, T), dtype=np.int64)
-    rows = np.arange(R)
+    acc = xp.zeros((R, n_limbs, T), dtype=xp.int64, device=device(a))
+    rows = xp.arange(R, device=device(a))
     pending = 0
     for p in range(pieces):
-        piece = sign * ((mag >> (width * p)) & ((1 << width) - 1)).astype(np.float64)  # [R, H]
+        piece = sign * xp.astype((mag >> (width * p)) & ((1 << width) - 1), xp.float64)  # [R, H]
         s = shift + width * p
         limb, sub = s // LIMB_BITS, s % LIMB_BITS
+        used = to_numpy(xp.any(piece != 0, axis=0)).tolist() if R else [False] * H  # one host read
         for h in range(H):
-            if not piece[:, h].any():
+            if not used[h]:
                 continue
-            term = (a[:, h, :] * piece[:, h, None]).astype(np.int64)  # exact: < 2**53
+            term = xp.astype(a[:, h, :] * piece[:, h, None], xp.int64)  # exact: < 2**53
             term <<= sub[:, h, None]
             acc[rows, limb[:, h], :] += term
             pending += 1
@@ -117,7 +120,7 @@ def weighted_sum_f64(a: np.ndarray, a_bits: int, m: np.ndarray, f: np.ndarray) -
     return _round_limbs(acc) * pow2_f64(base)[:, None]
 
 
-def _carry(acc: np.ndarray) -> None:
+def _carry(acc: Any) -> None:
     """Propagate carries in place: digits 0..n-2 into [0, 16), the top digit keeps the sign."""
     for j in range(acc.shape[1] - 1):
         carry = acc[:, j] >> LIMB_BITS
@@ -125,40 +128,48 @@ def _carry(acc: np.ndarray) -> None:
         acc[:, j + 1] += carry
 
 
-def _round_limbs(acc: np.ndarray) -> np.ndarray:
+def _round_limbs(acc: Any) -> Any:
     """Correctly rounded float64 of sum_j acc[:, j, :] * 2**(LIMB_BITS*j) (int64 digits)."""
+    xp = namespace(acc)
     R, n, T = acc.shape
-    radix = np.int64(1 << LIMB_BITS)
     _carry(acc)
-    top = acc[:, n - 1].copy()
-    low = np.full((R, T), n - 1, dtype=np.int64)
-    sticky = np.zeros((R, T), dtype=bool)
+    top = xp.asarray(acc[:, n - 1], copy=True)
+    low = xp.full((R, T), n - 1, dtype=xp.int64, device=device(acc))
+    sticky = xp.zeros((R, T), dtype=xp.bool, device=device(acc))
     for j in range(n - 2, -1, -1):
         digit = acc[:, j]
-        take = np.abs(top) < _STOP  # once large, a cell stops taking digits for good
-        top = np.where(take, top * radix + digit, top)
-        low = np.where(take, j, low)
+        take = xp.abs(top) < _STOP  # once large, a cell stops taking digits for good
+        top = xp.where(take, top * (1 << LIMB_BITS) + digit, top)
+        low = xp.where(take, j, low)
         sticky |= ~take & (digit != 0)
-    top = np.where(sticky, top | 1, top)  # round to odd below the kept digits
-    return top.astype(np.float64) * pow2_f64(low * LIMB_BITS)
+    top = xp.where(sticky, top | 1, top)  # round to odd below the kept digits
+    return xp.astype(top, xp.float64) * pow2_f64(low * LIMB_BITS)
 
 
-def add_round_f32(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def add_round_f32(x: Any, y: Any) -> Any:
     """fl32(x + y), one rounding, for float64 x, y whose values are exact (finite, no overflow).
 
     TwoSum gives the exact error of the float64 sum; an inexact sum with an even last bit is
     moved one ulp toward the error (round to odd at 53 bits), then rounded to float32 once.
     """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
+    xp = namespace(x, y)
+    x = xp.asarray(x, dtype=xp.float64)
+    y = xp.asarray(y, dtype=xp.float64)
     s = x + y
     bb = s - x
     err = (x - (s - bb)) + (y - bb)
-    bits = np.ascontiguousarray(s).view(np.int64).copy()
-    odd_fix = (err != 0) & ((bits & 1) == 0)
-    toward = np.where(np.signbit(err) == np.signbit(s), 1, -1)
-    bits = np.where(odd_fix, bits + toward, bits)
-    return bits.view(np.float64).astype(np.float32)
+    b = bits64(s)
+    odd_fix = (err != 0) & ((b & 1) == 0)
+    toward = xp.where(xp.signbit(err) == xp.signbit(s), 1, -1)
+    return xp.astype(floats64(xp.where(odd_fix, b + toward, b)), xp.float32)
+
+
+def exact_matmul(a: Any, b: Any) -> Any:
+    """a @ b in float64, for operands whose products and partial sums the caller proves exact
+    (integer-valued dots): exact in any order, so any BLAS gives the same values. float64 also
+    keeps clear of TF32, which a float32 matmul on a GPU may use."""
+    xp = namespace(a, b)
+    return xp.matmul(xp.astype(a, xp.float64), xp.astype(b, xp.float64))
 
 
 def f32_nearest(num: int, exp: int) -> np.float32:
@@ -194,22 +205,23 @@ def f64_nearest(value: Fraction) -> float:
 # and the torch twin (mxgate.twin.scorers) follows the same order on any device.
 
 
-def sum_heads(x: np.ndarray, axis: int = 1) -> np.ndarray:
+def sum_heads(x: Any, axis: int = 1) -> Any:
     """((x_0 + x_1) + x_2) + ... over ``axis`` in float64 (0 for an empty axis)."""
-    x = np.asarray(x, dtype=np.float64)
-    x = np.moveaxis(x, axis, 0)
+    xp = namespace(x)
+    x = xp.moveaxis(xp.asarray(x, dtype=xp.float64), axis, 0)
     if x.shape[0] == 0:
-        return np.zeros(x.shape[1:])
-    acc = x[0].copy()
+        return xp.zeros(x.shape[1:], dtype=xp.float64, device=device(x))
+    acc = xp.asarray(x[0], copy=True)
     for h in range(1, x.shape[0]):
         acc += x[h]
     return acc
 
 
-def weighted_heads(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+def weighted_heads(w: Any, x: Any) -> Any:
     """sum_h w[r, h] * x[r, h, t] left to right in float64 (each product rounded, then added)
     -> [R, T]; w [R, H], x [R, H, T]."""
-    return sum_heads(np.asarray(w, dtype=np.float64)[:, :, None] * x, axis=1)
+    xp = namespace(w, x)
+    return sum_heads(xp.asarray(w, dtype=xp.float64)[:, :, None] * x, axis=1)
 
 
 # ---- float32 head-summation orders (all start from +0.0) ---------------------------------------
@@ -222,9 +234,9 @@ def weighted_heads(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 HEAD_ORDERS = ("aiter-fp4", "sequential", "pairwise")
 
 
-def head_sum(p, order: str, xp=np):
-    """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens].
-    ``xp`` is the array module (numpy here; torch for the twin: the same order on its tensors)."""
+def head_sum(p: Any, order: str) -> Any:
+    """Sum float32 p [rows, H, tokens] over axis 1 in the named order -> float32 [rows, tokens]
+    (only indexing and + on p: the same order in every namespace)."""
     H = p.shape[1]
     zero = p[:, :0].sum(1)  # +0 [rows, tokens] in p's dtype and device, zero heads included
     if order == "aiter-fp4":
@@ -287,10 +299,9 @@ def qk_coeffs(model: str, *, groups: int, k_tiles: int, head_dim: int) -> tuple[
     raise ValueError(f"bound_model must be one of {', '.join(map(repr, QK_MODELS))}; got {model!r}")
 
 
-def qk_delta(model: str, *, qk_abs: np.ndarray | None, group_abs: np.ndarray | None, groups: int,
-             tile_abs: np.ndarray | None, k_tiles: int, dim_abs: np.ndarray | None,
-             head_dim: int) -> np.ndarray:
-    # (arrays of any module: only * and + are applied)
+def qk_delta(model: str, *, qk_abs: Any | None, group_abs: Any | None, groups: int,
+             tile_abs: Any | None, k_tiles: int, dim_abs: Any | None,
+             head_dim: int) -> Any:
     """delta_h, a bound on |qk(backend) - qk(exact)| under the named qk model.
 
     fp32-ksteps:  each 128-dim MFMA step is exact and rounds once into the fp32 accumulator:
@@ -310,8 +321,9 @@ def qk_delta(model: str, *, qk_abs: np.ndarray | None, group_abs: np.ndarray | N
     return c * a + n * ETA
 
 
-def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
-                 value: np.ndarray, ws: float, heads: int, xp=np) -> np.ndarray:
+def decode_bound(*, R: Any, D: Any, rho: Any, Delta: Any,
+                 value: Any, ws: float, heads: int,
+                 xp: ModuleType | None = None) -> Any:
     """Bound on |out - X| for out = fl(sum_h fl(relu(qk_h) w_h) * ws) in any head order, and
     for the prefill arrangement (w' = fl(w ws) folded first, then products or fmas): the larger
     of the two, so a backend may place weight_scale either way.
@@ -320,9 +332,10 @@ def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.nda
     prefill: gamma_H [(1+u)|ws|(R + D) + eta (rho + Delta)] + (1+u)|ws| D + eta Delta
              + u |ws| R + eta (rho + 2 H)
     plus the float64 presentation error of ``value`` (2^-51 |value|).
-    Every bound function takes ``xp``, the array module of its arguments (numpy; torch for the
-    twin): the same float64 operations in the same order on either.
+    Every bound function computes in the namespace of its arrays (``xp`` names it, else it is
+    inferred): the same float64 operations in the same order on any.
     """
+    xp = xp or namespace(R, D, value)
     a = abs(float(ws))
     g = gamma(heads)
     dec = (1 + U) * a * (g * (R + D) + D + 2 * heads * ETA) + U * xp.abs(value) + ETA
@@ -330,9 +343,9 @@ def decode_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.nda
     return _finish(xp.maximum(dec, pre), value, scale=R + D + rho + Delta, ws=ws, xp=xp)
 
 
-def prefill_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.ndarray,
-                  ws: float, heads: int, value: np.ndarray | None = None,
-                  finish: bool = True, xp=np) -> np.ndarray:
+def prefill_bound(*, R: Any, D: Any, rho: Any, Delta: Any,
+                  ws: float, heads: int, value: Any | None = None,
+                  finish: bool = True, xp: ModuleType | None = None) -> Any:
     """The prefill arrangement alone (see decode_bound)."""
     a = abs(float(ws))
     g = gamma(heads)
@@ -340,32 +353,33 @@ def prefill_bound(*, R: np.ndarray, D: np.ndarray, rho: np.ndarray, Delta: np.nd
          + U * a * R + ETA * (rho + 2 * heads))
     if not finish:
         return b
-    return _finish(b, value, scale=R + D + rho + Delta, ws=ws, xp=xp)
+    return _finish(b, value, scale=R + D + rho + Delta, ws=ws, xp=xp or namespace(R, D, value))
 
 
-def fp8_bound(*, R: np.ndarray, Do: np.ndarray, value: np.ndarray, heads: int,
-              scale: np.ndarray, xp=np) -> np.ndarray:
+def fp8_bound(*, R: Any, Do: Any, value: Any, heads: int,
+              scale: Any, xp: ModuleType | None = None) -> Any:
     """FP8 scorer: out = sum_h fl(relu(fl(qk_h * ks)) * w_h), any head order, no final multiply.
 
     gamma_H (R + Do) + Do + 2 H eta, with Do = sum_h delta_o_h |w_h| and
     delta_o_h = |ks| (1+u) delta_h + u |ks| |qk_h| + eta (the rounding of qk * ks).
     """
     b = gamma(heads) * (R + Do) + Do + 2 * heads * ETA
-    return _finish(b, value, scale=scale, ws=1.0, xp=xp)
+    return _finish(b, value, scale=scale, ws=1.0, xp=xp or namespace(R, Do, value))
 
 
-def bf16_chain_bound(*, R: np.ndarray, Dp: np.ndarray, P: np.ndarray, value: np.ndarray,
-                     heads: int, scale: np.ndarray, xp=np) -> np.ndarray:
+def bf16_chain_bound(*, R: Any, Dp: Any, P: Any, value: Any,
+                     heads: int, scale: Any, xp: ModuleType | None = None) -> Any:
     """sglang profile: s = bf16(qk), p = bf16(relu(s) w), S = any-order fp32 sum, out = bf16(S).
 
     With Dp = sum_h |p_h - r_h w_h| bounds and P = sum_h |p_h| bounds (from the caller):
     (1 + u_b) [Dp + gamma_{H-1} P] + u_b |X| + eta_b.
     """
+    xp = xp or namespace(Dp, P, value)
     b = (1 + U_BF16) * (Dp + gamma(heads - 1) * P) + U_BF16 * xp.abs(value) + ETA_BF16
     return _finish(b, value, scale=scale, ws=1.0, xp=xp)
 
 
-def _finish(b: np.ndarray, value: np.ndarray | None, *, scale: np.ndarray, ws: float, xp=np) -> np.ndarray:
+def _finish(b: Any, value: Any | None, *, scale: Any, ws: float, xp: ModuleType) -> Any:
     """Add the presentation error, inflate for the bound's own rounding, and give up (inf)
     where the fp32 path could overflow or the value is not finite."""
     if value is not None:

@@ -338,7 +338,7 @@ def _chunk(rows: _Rows, nk: torch.Tensor, k_exp: torch.Tensor, ak: torch.Tensor,
     emu = None
     if opts.emulate:
         relu = torch.where(torch.isnan(qk32), qk32, torch.clamp_min(qk32, 0.0) + 0.0)
-        emu = oar.head_sum(relu * rows.w[:, :, None], opts.head_order, xp=torch)
+        emu = oar.head_sum(relu * rows.w[:, :, None], opts.head_order)
         nan_tokens = _host((torch.isnan(emu) & inwin).any(dim=0))
         for a in np.unique(np.flatnonzero(nan_tokens) // piece) * piece:  # NaN cells: the oracle's bits
             b = min(a + piece, Tc)
