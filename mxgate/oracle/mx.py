@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
@@ -10,7 +13,8 @@ from mxgate.oracle.arguments import as_float32, as_uint8, check_group
 from mxgate.oracle.bits import ABS32, EXP32
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.formats.e8m0 import decode_e8m0
-from mxgate.oracle.scales import e8m0_scale_of_bits
+from mxgate.oracle.scales import e8m0_scale, e8m0_scale_of_bits
+from mxgate.oracle.xp import ABS, EXP, bits, device, floats, is_numpy, namespace, table_on, take, x86_nan
 
 
 _BLOCK_ELEMENTS = 1 << 19  # elements per scheduled block: one e8m0_scale call, threads' unit of work
@@ -22,9 +26,7 @@ _SHIFT = np.uint32(31 - _KEEP_BITS)
 _STICKY = np.uint32((1 << (31 - _KEEP_BITS)) - 1)
 
 
-def quantize_mx(
-    x: np.ndarray, profile: str | _profiles.Profile = "gfx950", group: int = 32
-) -> tuple[np.ndarray, np.ndarray]:
+def quantize_mx(x: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> tuple[Any, Any]:
     """x [..., N] (float32 or bf16) -> (packed uint8 [..., N/2], e8m0 uint8 [..., N/group]).
 
     Each group's scale follows the profile's policy from the group's amax; each element is
@@ -35,6 +37,9 @@ def quantize_mx(
     if x32.ndim == 0:
         raise ValueError("x must have at least one dimension")
     group = check_group(x32.shape[-1], group, "x")
+    xp = namespace(x32)
+    if not is_numpy(xp):
+        return _quantize_mx(x32, p, group)
     groups = np.ascontiguousarray(x32).reshape(-1, group)
     count = groups.shape[0]
     scales = np.empty(count, dtype=np.uint8)
@@ -55,6 +60,23 @@ def quantize_mx(
             packed[nan_blocks] = e2m1.pack_nibbles(slow)
     packed = packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
     return packed, scales.reshape(x32.shape[:-1] + (x32.shape[-1] // group,))
+
+
+def _quantize_mx(x32: Any, p: _profiles.Profile, group: int) -> tuple[Any, Any]:
+    """quantize_mx in whole-array steps, for any namespace: the rule the NumPy kernel below
+    computes in cache-sized, transposed, threaded chunks."""
+    xp = namespace(x32)
+    lead, n = tuple(x32.shape[:-1]), x32.shape[-1]
+    groups = xp.reshape(x32, (-1, group))
+    if groups.shape[0] == 0:
+        empty = xp.empty((0,), dtype=xp.uint8, device=device(x32))
+        return xp.reshape(empty, lead + (n // 2,)), xp.reshape(empty, lead + (n // group,))
+    magnitude = bits(groups) & ABS
+    if p.amax_nan == "ignore":
+        magnitude = xp.where(magnitude > EXP, 0, magnitude)
+    scales = e8m0_scale(floats(xp.max(magnitude, axis=1)), p)
+    codes = e2m1.encode_e2m1(groups, p, scale=scales[:, None])
+    return xp.reshape(e2m1.pack_nibbles(codes), lead + (n // 2,)), xp.reshape(scales, lead + (n // group,))
 
 
 class _Plan:
@@ -155,21 +177,22 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
             np.copyto(target.reshape(r, units), lo.reshape(units, r).T)
 
 
-def dequantize_mx(
-    packed: np.ndarray, e8m0: np.ndarray, profile: str | _profiles.Profile = "gfx950", group: int = 32
-) -> np.ndarray:
+def dequantize_mx(packed: Any, e8m0: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> Any:
     """(packed [..., N/2], e8m0 [..., N/group]) -> float32 [..., N] under the profile's e8m0 decoding."""
     p = _profiles.get(profile)
     packed = as_uint8(packed, "packed")
     e8m0 = as_uint8(e8m0, "e8m0")
     codes = e2m1.unpack_nibbles(packed)
     check_group(codes.shape[-1], group, "packed (unpacked)")
-    if e8m0.shape != codes.shape[:-1] + (codes.shape[-1] // group,):
-        raise ValueError(
-            f"e8m0 must have shape {codes.shape[:-1] + (codes.shape[-1] // group,)} for packed {packed.shape}, got {e8m0.shape}"
-        )
-    if codes.size == 0:
-        return np.zeros(codes.shape, dtype=np.float32)
-    values = e2m1.VALUES[codes].reshape(codes.shape[:-1] + (-1, group))
+    want = tuple(codes.shape[:-1]) + (codes.shape[-1] // group,)
+    if tuple(e8m0.shape) != want:
+        raise ValueError(f"e8m0 must have shape {want} for packed {tuple(packed.shape)}, got {tuple(e8m0.shape)}")
+    xp = namespace(codes)
+    if not is_numpy(xp):
+        e8m0 = e2m1.on_device_of(e8m0, codes, "e8m0", "packed")
+    if math.prod(codes.shape) == 0:
+        return xp.zeros(codes.shape, dtype=xp.float32, device=device(codes))
+    values = xp.reshape(take(table_on(e2m1.VALUES, codes), codes), want + (group,))
     scale = decode_e8m0(e8m0, p)[..., None]
-    return (values * scale).astype(np.float32).reshape(codes.shape)
+    product = values * scale if is_numpy(xp) else x86_nan(values * scale, values, scale)
+    return xp.reshape(xp.astype(product, xp.float32), codes.shape)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from decimal import Decimal, localcontext
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import as_float32, choice, real
-from mxgate.oracle.bits import ABS32, EXP32, MANT32, f32_bits, pow2_f32
+from mxgate.oracle.bits import ABS32
+from mxgate.oracle.xp import (ABS, EXP, MANT, bits, device, i32, is_numpy, namespace, pow2_f32, srl, table_on,
+                              take, x86_nan)
 
 RECIP_6 = np.float32(1.0) / np.float32(6.0)  # fl(1/6) = 0x3E2AAAAB
 _MIN_K = -149  # log2 of the smallest float32 subnormal
@@ -83,102 +86,139 @@ def log2f_floor_table() -> np.ndarray:
     return table
 
 
-def _floor_log2f_bits(u: np.ndarray) -> np.ndarray:
+# The functions below take any namespace's arrays (NumPy, or torch tensors on any device):
+# bit patterns are int32 (uint32 from NumPy callers works alike), exponents int64.
+
+
+def _floor_log2f_bits(u: Any) -> Any:
     """floor(log2f(a)) for positive finite float32 bits u, log2f correctly rounded (SPEC 3.2)."""
+    xp = namespace(u)
     k, mant = _exponent_and_mantissa(u)
-    return k + (mant >= log2f_floor_table()[np.clip(k, _MIN_K, _MAX_K) - _MIN_K])
+    limit = take(table_on(log2f_floor_table(), u), xp.clip(k, _MIN_K, _MAX_K) - _MIN_K)
+    return k + xp.astype(mant >= limit, xp.int64)
 
 
-def _exponent_and_mantissa(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _exponent_and_mantissa(u: Any) -> tuple[Any, Any]:
     """(k, M) with s = 2^k (1 + M 2^-23) for positive finite float32 bits u (subnormals normalised)."""
-    field = ((u & EXP32) >> np.uint32(23)).astype(np.int64)
-    mant = (u & MANT32).astype(np.int64)
+    xp = namespace(u)
+    field = xp.astype(srl(u, 23) & 0xFF, xp.int64)
+    mant = xp.astype(u & MANT, xp.int64)
     # Subnormal: leading bit position p from the exact float32 conversion of the integer mantissa.
-    lead = ((f32_bits(mant.astype(np.float32)) >> np.uint32(23)).astype(np.int64)) - 127
-    lead = np.maximum(lead, 0)
-    sub_mant = np.left_shift(mant - np.left_shift(1, lead), 23 - lead)
+    lead = xp.astype(srl(bits(xp.astype(mant, xp.float32)), 23), xp.int64) - 127
+    lead = xp.clip(lead, min=0)
+    sub_mant = (mant - (xp.ones_like(lead) << lead)) << (23 - lead)
     normal = field > 0
-    k = np.where(normal, field - 127, lead - 149)
-    return k, np.where(normal, mant, sub_mant)
+    k = xp.where(normal, field - 127, lead - 149)
+    return k, xp.where(normal, mant, sub_mant)
 
 
-def ceil_log2f(s: np.ndarray) -> np.ndarray:
+def ceil_log2f(s: Any) -> Any:
     """ceil(log2f(s)) as int32 for positive finite float32 s, log2f correctly rounded."""
     s32 = as_float32(s, "s")
-    u = f32_bits(s32)
-    if np.any((u & ABS32 == 0) | (u >= EXP32)):
+    xp = namespace(s32)
+    u = bits(s32)
+    if bool(xp.any(((u & ABS) == 0) | (u < 0) | ((u & ABS) >= EXP))):
         raise ValueError("s must be positive and finite for ceil_log2f")
-    return _ceil_log2f_bits(u)
+    return xp.astype(_ceil_log2f_bits(u), xp.int32)
 
 
-def _ceil_log2f_bits(u: np.ndarray) -> np.ndarray:
+def _ceil_log2f_bits(u: Any) -> Any:
+    xp = namespace(u)
     k, mant = _exponent_and_mantissa(u)
-    limit = log2f_threshold_table()[np.clip(k, _MIN_K, _MAX_K) - _MIN_K]
-    return (k + (mant > limit)).astype(np.int32)
+    limit = take(table_on(log2f_threshold_table(), u), xp.clip(k, _MIN_K, _MAX_K) - _MIN_K)
+    return k + xp.astype(mant > limit, xp.int64)
 
 
-def _ceil_pow2_biased(u: np.ndarray) -> np.ndarray:
+def _ceil_pow2_biased(u: Any) -> Any:
     """Biased exponent of ceil_pow2(v) from v's bits: bump the field when any mantissa bit is set."""
-    field = ((u & EXP32) >> np.uint32(23)).astype(np.int64)
-    bump = ((u & MANT32) != 0) & (field != 0xFF)
-    return field + bump
+    xp = namespace(u)
+    field = xp.astype(srl(u, 23) & 0xFF, xp.int64)
+    bump = ((u & MANT) != 0) & (field != 0xFF)
+    return field + xp.astype(bump, xp.int64)
 
 
-def _floor_log2_biased(u: np.ndarray) -> np.ndarray:
+def _floor_log2_biased(u: Any) -> Any:
     k, _ = _exponent_and_mantissa(u)
     return k + 127
 
 
-def e8m0_scale(amax: np.ndarray, profile: str | _profiles.Profile = "gfx950") -> np.ndarray:
+def _const(xp: Any, value: float, like: Any) -> Any:
+    """A float32 constant for arithmetic with ``like``: a NumPy scalar, else a 0-d tensor on
+    like's device (torch on CUDA turns a division by a host scalar into a reciprocal multiply)."""
+    value = np.float32(value)
+    return value if is_numpy(xp) else xp.asarray(float(value), dtype=xp.float32, device=device(like))
+
+
+def _fmax(xp: Any, a: Any, floor: Any) -> Any:
+    """np.maximum(a, floor) for a non-NaN floor: a NaN ``a`` stays that NaN (bits and all), and
+    of two equal values (+0, -0) the floor is kept, as NumPy keeps its second operand."""
+    if is_numpy(xp):
+        return np.maximum(a, floor)
+    return xp.where(xp.isnan(a) | (a > floor), a, floor)
+
+
+def _f32_op(xp: Any, result: Any, *operands: Any) -> Any:
+    """A float32 array result with x86's NaNs (NumPy's are already; a GPU's canonical NaN is not)."""
+    return np.asarray(result, dtype=np.float32) if is_numpy(xp) else x86_nan(result, *operands)
+
+
+def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
     """e8m0 byte per block from its amax (float32 >= 0; NaN and Inf give 0xFF) under the profile."""
     p = _profiles.get(profile)
     a = as_float32(amax, "amax")
-    if np.any(a < 0):
+    xp = namespace(a)
+    if bool(xp.any(a < 0)):
         raise ValueError("amax must be >= 0 (the largest magnitude of a block)")
-    a = np.asarray(a, dtype=np.float32)
+    if is_numpy(xp):
+        a = np.asarray(a, dtype=np.float32)
     if p.amax_floor is not None and p.floor_where == "before":
-        a = np.maximum(a, np.float32(p.amax_floor))
-    special = ~np.isfinite(a)
+        a = _fmax(xp, a, _const(xp, p.amax_floor, a))
+    special = ~xp.isfinite(a)
     if p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact"):
-        v = a * RECIP_6 if p.scale_arithmetic == "reciprocal" else a / np.float32(6.0)
-        v = np.asarray(v, dtype=np.float32)
+        if p.scale_arithmetic == "reciprocal":
+            v = a * _const(xp, RECIP_6, a)
+        else:
+            v = a / _const(xp, 6.0, a)
+        if is_numpy(xp):
+            v = np.asarray(v, dtype=np.float32)
         if p.amax_floor is not None and p.floor_where == "after":
-            v = np.maximum(v, np.float32(p.amax_floor))
-        u = f32_bits(v)
+            v = _fmax(xp, v, _const(xp, p.amax_floor, a))
+        u = bits(v)
         if p.scale_policy == "rceil":
             biased = _ceil_pow2_biased(u)
         elif p.scale_policy == "rceil_exact":
             # ceil(log2 v) exactly: a subnormal v at or below 2^-127 (bits 0x00400000) rounds up to
             # the e8m0 value 2^-127, byte 0; above it, to 2^-126 (the bitwise ceil's byte 1)
-            biased = np.where((u & ABS32) <= np.uint32(0x00400000), 0, _ceil_pow2_biased(u))
+            biased = xp.where((u & ABS) <= 0x00400000, 0, _ceil_pow2_biased(u))
         else:
-            positive = (u & ABS32) != 0
-            safe = np.where(positive & ~special, u, np.uint32(0x3F800000))
-            biased = np.where(positive, _ceil_log2f_bits(safe).astype(np.int64) + 127, 0)
+            positive = (u & ABS) != 0
+            safe = xp.where(positive & ~special, u, 0x3F800000)
+            biased = xp.where(positive, _ceil_log2f_bits(safe) + 127, 0)
     else:
-        u = f32_bits(a)
+        u = bits(a)
+        nonzero = (u & ABS) != 0
         if p.scale_policy == "floor":
-            safe = np.where((u & ABS32) != 0, u, np.uint32(0x3F800000))
-            biased = np.where((u & ABS32) != 0, _floor_log2_biased(safe), 0) - 2
+            safe = xp.where(nonzero, u, 0x3F800000)
+            biased = xp.where(nonzero, _floor_log2_biased(safe), 0) - 2
         elif p.scale_policy == "floor_log2f":
-            safe = np.where(((u & ABS32) != 0) & ~special, u, np.uint32(0x3F800000))
-            biased = np.where((u & ABS32) != 0, _floor_log2f_bits(safe) + 127, 0) - 2
+            safe = xp.where(nonzero & ~special, u, 0x3F800000)
+            biased = xp.where(nonzero, _floor_log2f_bits(safe) + 127, 0) - 2
         elif p.scale_policy == "ceil":
             biased = _ceil_pow2_biased(u) - 2
         else:  # even: round amax's mantissa to one bit (FP4), then floor
-            rounded = (u + np.uint32(0x200000)) & np.uint32(0xFF800000)
-            field = ((rounded & EXP32) >> np.uint32(23)).astype(np.int64)
-            biased = np.where(field == 0xFF, 0xFF, field - 2)  # rounding up into Inf: no scale fits
+            rounded = (u + 0x200000) & i32(0xFF800000)  # int32 wraps as the uint32 sum does
+            field = xp.astype(srl(rounded, 23) & 0xFF, xp.int64)
+            biased = xp.where(field == 0xFF, 0xFF, field - 2)  # rounding up into Inf: no scale fits
     # A NaN or Inf amax is the exponent field 0xFF under every policy (SPEC 3.4): the byte 0xFF,
     # which only a "clamped" profile's exp_clamp then moves (as the exact model has it).
-    biased = np.clip(np.where(special, 0xFF, biased), 0, 0xFF)
+    biased = xp.clip(xp.where(special, 0xFF, biased), 0, 0xFF)
     if p.exp_clamp is not None:
-        biased = np.clip(biased, *p.exp_clamp)
+        biased = xp.clip(biased, *p.exp_clamp)
     if p.special_scale == "nan_byte":
-        biased = np.where(special, 0xFF, biased)
+        biased = xp.where(special, 0xFF, biased)
     elif p.special_scale in ("satfinite", "inf_field"):
-        biased = np.where(np.isnan(a), 0xFF, np.where(np.isinf(a), _inf_byte(p), biased))
-    return biased.astype(np.uint8)
+        biased = xp.where(xp.isnan(a), 0xFF, xp.where(xp.isinf(a), _inf_byte(p), biased))
+    return xp.astype(xp.asarray(biased), xp.uint8)
 
 
 def _inf_byte(p: _profiles.Profile) -> int:
@@ -261,35 +301,35 @@ def e8m0_scale_of_bits(bits: np.ndarray, profile: str | _profiles.Profile = "gfx
     return result
 
 
-def ue8m0_round(s: np.ndarray, rounding: str = "log2f") -> np.ndarray:
+def ue8m0_round(s: Any, rounding: str = "log2f") -> Any:
     """Power-of-two scale at or above s: exp2f(ceilf(log2f(s))) ('log2f') or bitwise ceil_pow2.
 
     s must be positive; +Inf stays +Inf (exp2f(ceilf(log2f(inf))) is inf).
     """
     rounding = choice(rounding, "rounding", ("log2f", "bitwise"))
     s32 = as_float32(s, "s")
-    u = f32_bits(s32)
-    if np.any((u & np.uint32(0x80000000)) != 0) or np.any((u & ABS32) == 0) or np.any((u & ABS32) > EXP32):
+    xp = namespace(s32)
+    u = bits(s32)
+    if bool(xp.any((u < 0) | ((u & ABS) == 0) | ((u & ABS) > EXP))):
         raise ValueError("s must be positive (or +Inf), not zero, negative or NaN")
-    infinite = u == EXP32
-    u = np.where(infinite, np.uint32(0x3F800000), u)
+    infinite = u == EXP
+    u = xp.where(infinite, 0x3F800000, u)
     if rounding == "log2f":
-        k = _ceil_log2f_bits(u).astype(np.int64)
+        k = _ceil_log2f_bits(u)
     else:
         k = _ceil_pow2_biased(u) - 127
-    inf = np.float32(np.inf)
-    return np.where((k > 127) | infinite, inf, pow2_f32(np.clip(k, -149, 127))).astype(np.float32)
+    return xp.where((k > 127) | infinite, float("inf"), pow2_f32(xp.clip(k, -149, 127)))
 
 
 def fp8_token_scale(
-    amax: np.ndarray,
+    amax: Any,
     fp8_max: float,
     *,
     arithmetic: str,
     amax_floor: float,
     scale_fmt: str | None = None,
     rounding: str = "log2f",
-) -> np.ndarray:
+) -> Any:
     """FP8 per-token scale: max(amax, floor) * fl(1/fp8_max) ('reciprocal', Q path) or
     / fp8_max ('divide', K path); with scale_fmt 'ue8m0' rounded up to a power of two.
 
@@ -299,12 +339,15 @@ def fp8_token_scale(
     scale_fmt = choice(scale_fmt, "scale_fmt", (None, "ue8m0"))
     fp8_max32 = real(fp8_max, "fp8_max", positive=True)
     floor32 = real(amax_floor, "amax_floor", minimum=0.0)
-    a = np.maximum(as_float32(amax, "amax"), floor32)
+    a = as_float32(amax, "amax")
+    xp = namespace(a)
+    a = _fmax(xp, a, _const(xp, floor32, a))
     if arithmetic == "reciprocal":
-        s = a * (np.float32(1.0) / fp8_max32)
+        factor = _const(xp, np.float32(1.0) / fp8_max32, a)
+        s = _f32_op(xp, a * factor, a, factor)
     else:
-        s = a / fp8_max32
-    s = np.asarray(s, dtype=np.float32)
+        divisor = _const(xp, fp8_max32, a)
+        s = _f32_op(xp, a / divisor, a, divisor)
     if scale_fmt == "ue8m0":
         s = ue8m0_round(s, rounding)
     return s

@@ -133,7 +133,7 @@ def scaled_by_e8m0(x32: Any, scale: Any, profile: str | _profiles.Profile = "gfx
     _check_scale_shape(scale, x32)
     xp = namespace(x32)
     if not is_numpy(xp):
-        scale = _on_device_of(scale, x32, "scale", "x")
+        scale = on_device_of(scale, x32, "scale", "x")
         factor = take(table_on(e8m0_divisor_reciprocals(p), x32), scale)
         product = bits(x32 * factor)
         x_bits = xp.broadcast_to(bits(x32), product.shape)
@@ -160,7 +160,7 @@ def scaled_by_e8m0(x32: Any, scale: Any, profile: str | _profiles.Profile = "gfx
     return product
 
 
-def _on_device_of(a: Any, like: Any, name: str, like_name: str) -> Any:
+def on_device_of(a: Any, like: Any, name: str, like_name: str) -> Any:
     """``a`` in the namespace and on the device of the tensor ``like`` (a NumPy argument moves
     there; a tensor elsewhere is refused)."""
     if is_tensor(a):
