@@ -4,9 +4,12 @@ index maps, region maps and the byte -> logical inverse.
 Two independent descriptions of each layout live in its subclass:
   * ``_offsets``: SPEC section 5's formula, evaluated on int64 coordinate arrays. ``index_map``,
     ``offset_of`` and ``regions`` use it.
-  * ``_views``: strided NumPy views of the buffer whose leading axes are the slot's mixed-radix
-    digits and whose trailing axes are the row's bytes. ``scatter``, ``gather`` and ``locate``
-    use them (fast: one advanced-index assignment per field).
+  * ``_views``: strided views of a buffer whose leading axes are the slot's mixed-radix digits
+    and whose trailing axes are the row's bytes. Taken once of a phantom buffer, each becomes a
+    placement (shape, strides, offset, radices) that ``scatter`` and ``gather`` apply with the
+    array's own strided view (NumPy's ``as_strided``, torch's), so they run unchanged on NumPy
+    arrays and on torch tensors of any device (one advanced-index assignment per field);
+    ``locate`` divides offsets by the same strides.
 The tests check that the two agree byte for byte, so a typo in either shows up.
 """
 
@@ -15,11 +18,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from mxgate.oracle.arguments import MAX_BYTES, allocation, integer, shown
+from mxgate.oracle.arguments import MAX_BYTES, allocation, integer, is_tensor, shown
+from mxgate.oracle.xp import device as device_of
+from mxgate.oracle.xp import bits, floats, namespace, on_device
 
 POISON = 0xA5
 """Byte used to pre-fill buffers, so untouched bytes can be told apart from written ones."""
@@ -90,6 +96,20 @@ class _View:
 
     array: np.ndarray
     radices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """A field's _View as numbers, for any buffer of the dims: shape, strides and offset in
+    bytes (the buffer is uint8) and the radices of the leading slot axes."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    radices: tuple[int, ...]
+
+
+_PLACEMENTS: dict[tuple[type, tuple[tuple[str, int], ...]], Mapping[str, _Placement]] = {}
 
 
 class Layout(ABC):
@@ -196,10 +216,15 @@ class Layout(ABC):
     def num_slots(self, **dims: int) -> int:
         return self._num_slots(self._resolve(dims))
 
-    def new_buffer(self, fill: int = POISON, **dims: int) -> np.ndarray:
-        """A buffer of the layout's shape with every byte ``fill`` (an int in [0, 255])."""
+    def new_buffer(self, fill: int = POISON, *, device: Any = None, **dims: int) -> Any:
+        """A buffer of the layout's shape with every byte ``fill`` (an int in [0, 255]): a NumPy
+        array, or with ``device`` (a torch device or its name) a torch tensor there."""
         byte = integer(fill, "fill", minimum=0, maximum=255)
-        return np.full(self.buffer_shape(**dims), byte, dtype=np.uint8)
+        shape = self.buffer_shape(**dims)
+        if device is None:
+            return np.full(shape, byte, dtype=np.uint8)
+        xp = on_device(device)
+        return xp.full(shape, byte, dtype=xp.uint8, device=device)
 
     def _field(self, name: str | None) -> Field:
         if name is None:
@@ -212,17 +237,20 @@ class Layout(ABC):
 
     # ---- index maps (SPEC 5 formulas) ----------------------------------------------------------
 
-    def index_map(self, field: str | None = None, **dims: int) -> IndexMap:
+    def index_map(self, field: str | None = None, *, device: Any = None,
+                  **dims: int) -> IndexMap:
         """Offset (and nibble) of every logical coordinate of ``field`` (default: the first).
 
         Arrays have the field's logical shape: e.g. [num_slots, head_dim] for a nibble field.
+        NumPy arrays, or with ``device`` (a torch device or its name) torch tensors there.
         """
         f = self._field(field)
         d = self._resolve(dims)
         _check_map_size(self, d, f, "index_map")
-        coords = _open_grid(self._grid(f.name, d))
-        offset = np.broadcast_to(self._offsets(f.name, coords, d), _grid_shape(coords))
-        return _expand_nibbles(f, np.ascontiguousarray(offset, dtype=np.int64))
+        xp = np if device is None else on_device(device)
+        coords = _open_grid(self._grid(f.name, d), xp, device)
+        offset = xp.broadcast_to(self._offsets(f.name, coords, d), _grid_shape(coords))
+        return _expand_nibbles(f, _dense(offset, xp.int64), xp)
 
     def offset_of(self, *coords: object, field: str | None = None, **dims: int) -> IndexMap:
         """Offset (and nibble) of the given logical coordinates (broadcast int arrays).
@@ -264,7 +292,7 @@ class Layout(ABC):
         grid = list(self._grid(f.name, d))
         _check_map_size(self, d, f, "field_bytes")
         rows = None if slots is None else self._written_rows(slots, d)
-        coords = list(_open_grid(tuple(grid)))
+        coords = list(_open_grid(tuple(grid), np, None))
         if rows is not None:
             coords[0] = rows.reshape((-1,) + (1,) * (len(grid) - 1))
         offset = np.broadcast_to(self._offsets(f.name, tuple(coords), d),
@@ -290,58 +318,76 @@ class Layout(ABC):
 
     # ---- scatter / gather (strided views) ----------------------------------------------------
 
-    def scatter(self, buffer: np.ndarray, *logical: np.ndarray, slots: object = None,
-                **dims: int) -> np.ndarray:
+    def scatter(self, buffer: Any, *logical: Any, slots: object = None, **dims: int) -> Any:
         """Write the logical arrays into ``buffer`` in place, touching only the bytes the
         contract writes: rows whose slot is < 0 are skipped, pads of written rows become 0.
-        Returns ``buffer``."""
+        NumPy arrays, or torch tensors on the buffer's device. Returns ``buffer``."""
         _check_buffer(buffer, writeable=True)
-        arrays = self._check_logical(logical)
+        arrays = self._check_logical(logical, buffer)
         d = self._dims_for(buffer, arrays, dims)
         n = arrays[0].shape[0]
         for f, a in zip(self.fields, arrays):
             check_rows(f, a, (n,) + self._row_shape(f, d))
-        slot_arr = self._check_slots(slots, n, d)
+        slot_arr = self._check_slots(slots, n, d, buffer)
         keep = slot_arr >= 0
         rows = self._destinations(slot_arr, keep)
-        views = self._views(buffer, d)
-        every = bool(keep.all())
+        places = self._placements(d)
+        every = bool(namespace(keep).all(keep))
         for f, a in zip(self.fields, arrays):
-            view = views[f.name]
+            place = places[f.name]
             data = _to_bytes(f, a if every else a[keep])
-            view.array[_digits(rows, view.radices)] = data.reshape(
-                (rows.size,) + view.array.shape[len(view.radices):])
+            _strided(buffer, place)[_digits(rows, place.radices)] = data.reshape(
+                (rows.shape[0],) + place.shape[len(place.radices):])
         for pad in self.pads:
-            view = views[pad.name]
-            view.array[_digits(rows, view.radices)] = 0
+            place = places[pad.name]
+            if 0 not in place.shape:  # no padding heads when num_heads/16 fills QS_PAD
+                _strided(buffer, place)[_digits(rows, place.radices)] = 0
         return buffer
 
-    def gather(self, buffer: np.ndarray, slots: object = None,
-               **dims: int) -> tuple[np.ndarray, ...]:
+    def gather(self, buffer: Any, slots: object = None, **dims: int) -> tuple[Any, ...]:
         """Read the logical arrays back, one row per entry of ``slots`` (default: every slot).
 
         Rows whose slot is < 0 come back as if read from a fresh ``new_buffer()``: every byte
-        POISON. Always returns a tuple, in the order scatter takes the arrays.
+        POISON. Always returns a tuple, in the order scatter takes the arrays (tensors on the
+        buffer's device for a tensor buffer).
         """
         _check_buffer(buffer, writeable=False)
-        buffer = np.ascontiguousarray(buffer)
+        buffer = np.ascontiguousarray(buffer) if isinstance(buffer, np.ndarray) else buffer.contiguous()
+        xp, dev = namespace(buffer), device_of(buffer)
         d = self._dims_for(buffer, None, dims)
         if slots is None:
-            slot_arr = np.arange(self._num_slots(d), dtype=np.int64)
+            slot_arr = _arange(self._num_slots(d), buffer)
         else:
-            slot_arr = self._check_slots(slots, None, d, unique=False)
+            slot_arr = self._check_slots(slots, None, d, buffer, unique=False)
         keep = slot_arr >= 0
         rows = self._destinations(slot_arr, keep)
-        views = self._views(buffer, d)
+        places = self._placements(d)
         out = []
         for f in self.fields:
-            view = views[f.name]
-            got = view.array[_digits(rows, view.radices)]
-            row_shape = self._row_shape(f, d)
-            full = np.full((slot_arr.size,) + row_shape + word_axis(f), POISON, np.uint8)
-            full[keep] = got.reshape((rows.size,) + row_shape + word_axis(f))
+            place = places[f.name]
+            got = _strided(buffer, place)[_digits(rows, place.radices)]
+            row_shape = self._row_shape(f, d) + word_axis(f)
+            full = xp.full((slot_arr.shape[0],) + row_shape, POISON, dtype=xp.uint8, device=dev)
+            full[keep] = got.reshape((rows.shape[0],) + row_shape)
             out.append(_from_bytes(f, full))
         return tuple(out)
+
+    def _placements(self, d: Dims) -> Mapping[str, _Placement]:
+        """Each field's and pad's _View of a phantom buffer of the dims, as numbers (cached:
+        a layout's views depend only on its class and the dims)."""
+        key = (type(self), tuple(d.items()))
+        hit = _PLACEMENTS.get(key)
+        if hit is None:
+            shadow = phantom_buffer(self._shape(d))
+            base = shadow.__array_interface__["data"][0]
+            hit = MappingProxyType({
+                name: _Placement(tuple(v.array.shape), tuple(v.array.strides),
+                                 v.array.__array_interface__["data"][0] - base, tuple(v.radices))
+                for name, v in self._views(shadow, d).items()})
+            if len(_PLACEMENTS) >= 1024:  # a sweep over many dims must not grow it without end
+                _PLACEMENTS.clear()
+            _PLACEMENTS[key] = hit
+        return hit
 
     # ---- inverse -----------------------------------------------------------------------------
 
@@ -360,15 +406,14 @@ class Layout(ABC):
             raise ValueError(f"offsets must be in [0, {nbytes}), got values in "
                              f"[{off.min()}, {off.max()}]")
         nib = np.zeros_like(off) if nibble is None else _nibbles(nibble, off.shape)
-        shadow = phantom_buffer(self._shape(d))
-        views = self._views(shadow, d)
+        places = self._placements(d)
         region = np.zeros(off.shape, np.uint8)
         names = np.full(off.shape, "", dtype=object)
         axes = dict.fromkeys(a for f in self.fields + self.pads for a in f.axes)
         coords = {a: np.full(off.shape, -1, np.int64) for a in axes}
         word_byte = np.full(off.shape, -1, np.int64)
         for f in self.fields + self.pads:
-            hit, values, wb = self._decode(f, views[f.name], shadow, off, nib, d)
+            hit, values, wb = self._decode(f, places[f.name], off, nib, d)
             region[hit] = f.role
             names[hit] = f.name
             for axis, v in zip(f.axes, values):
@@ -475,22 +520,27 @@ class Layout(ABC):
         """Per-row shape of the logical array (storage units: packed bytes for nibbles)."""
         return tuple(hi - lo for lo, hi in self._grid(f.name, d)[1:])
 
-    def _check_logical(self, logical: tuple[object, ...]) -> tuple[np.ndarray, ...]:
+    def _check_logical(self, logical: tuple[object, ...], buffer: Any) -> tuple[Any, ...]:
+        """NumPy arrays for a NumPy buffer, tensors on its device for a tensor buffer."""
         names = ", ".join(f.name for f in self.fields)
         if len(logical) != len(self.fields):
             raise TypeError(f"{self.name}.scatter takes {len(self.fields)} logical array(s) "
                             f"({names}), got {len(logical)}")
+        tensors = is_tensor(buffer)
         for f, a in zip(self.fields, logical):
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"{f.name} must be a numpy array, got {type(a).__name__}")
-            if a.dtype != f.dtype:
+            if not (is_tensor(a) if tensors else isinstance(a, np.ndarray)):
+                kind = "tensor, as the buffer is" if tensors else "numpy array"
+                raise TypeError(f"{f.name} must be a {kind}, got {type(a).__name__}")
+            if _dtype_name(a) != np.dtype(f.dtype).name:
                 raise TypeError(f"{f.name} must have dtype {np.dtype(f.dtype).name}, "
-                                f"got {a.dtype}")
+                                f"got {_dtype_name(a)}")
             if a.ndim < 1:
                 raise ValueError(f"{f.name} must have a leading {f.axes[0]} axis, got a scalar")
-        return tuple(logical)  # type: ignore[arg-type]
+            if tensors:
+                _check_device(a, buffer, f.name)
+        return tuple(logical)
 
-    def _dims_for(self, buffer: np.ndarray, arrays: tuple[np.ndarray, ...] | None,
+    def _dims_for(self, buffer: Any, arrays: tuple[Any, ...] | None,
                   dims: Mapping[str, object]) -> Dims:
         """Dims from the buffer shape (and arrays), reconciled with explicit keywords."""
         inferred = self._infer(tuple(buffer.shape), arrays)
@@ -505,8 +555,10 @@ class Layout(ABC):
                              f"got {tuple(buffer.shape)}")
         return d
 
-    def _check_slots(self, slots: object, n: int | None, d: Dims,
-                     unique: bool = True) -> np.ndarray:
+    def _check_slots(self, slots: object, n: int | None, d: Dims, like: Any = None,
+                     unique: bool = True) -> Any:
+        """int64 slots in the namespace and on the device of ``like`` (the buffer; None: NumPy).
+        A tensor buffer takes tensor slots on its device, or slots NumPy reads (moved there)."""
         total = self._num_slots(d)
         if slots is None:
             if self.slot_rule == "row_mask" and n != total:
@@ -515,49 +567,57 @@ class Layout(ABC):
             if n is None or n > total:
                 raise ValueError(f"{n} logical rows do not fit {total} "
                                  f"{self.fields[0].axes[0]}s; pass slots=")
-            return np.arange(n, dtype=np.int64)
-        s = np.asarray(slots)
-        if s.dtype == np.bool_ or not np.issubdtype(s.dtype, np.integer):
-            raise TypeError(f"slots must be an integer array, got {s.dtype}")
+            return _arange(n, like)
+        s = slots if is_tensor(slots) and is_tensor(like) else np.asarray(slots)
+        xp = namespace(s)
+        if not xp.isdtype(s.dtype, "integral"):
+            raise TypeError(f"slots must be an integer array, got {_dtype_name(s)}")
         if s.ndim != 1 or (n is not None and s.shape[0] != n):
             want = f"({n},)" if n is not None else "1-D"
-            raise ValueError(f"slots must have shape {want}, got {s.shape}")
-        s = s.astype(np.int64, copy=False)
+            raise ValueError(f"slots must have shape {want}, got {tuple(s.shape)}")
+        if is_tensor(s):
+            _check_device(s, like, "slots")
+            s = xp.astype(s, xp.int64, copy=False)
+        else:
+            s = s.astype(np.int64, copy=False)
+            if is_tensor(like):
+                xp = namespace(like)
+                s = xp.asarray(s, device=device_of(like))
         if self.slot_rule == "row_mask":
             if s.shape[0] != total:
                 raise ValueError(f"slots must have shape ({total},) (one per token), "
-                                 f"got {s.shape}")
+                                 f"got {tuple(s.shape)}")
             return s
-        if s.size and s.max() >= total:
+        if s.shape[0] and int(xp.max(s)) >= total:
             raise ValueError(f"slots must be < {total} (the buffer's "
-                             f"{self.fields[0].axes[0]} count), got {s.max()}")
+                             f"{self.fields[0].axes[0]} count), got {int(xp.max(s))}")
         if unique:
             _check_distinct(s[s >= 0], total)
         return s
 
-    def _destinations(self, slots: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    def _destinations(self, slots: Any, keep: Any) -> Any:
         """Index along the buffer's slot axis for each kept row."""
         if self.slot_rule == "row_mask":
-            return np.flatnonzero(keep).astype(np.int64)
+            xp = namespace(keep)
+            return xp.astype(xp.nonzero(keep)[0], xp.int64)
         return slots[keep]
 
     def _written_rows(self, slots: object, d: Dims) -> np.ndarray:
         s = self._check_slots(slots, None, d, unique=False)
         return np.unique(self._destinations(s, s >= 0))
 
-    def _decode(self, f: Field, view: _View, phantom: np.ndarray, off: np.ndarray,
-                nib: np.ndarray, d: Dims
+    def _decode(self, f: Field, place: _Placement, off: np.ndarray, nib: np.ndarray, d: Dims
                 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray | None]:
-        """Offsets inside one field's view -> hit mask, logical coordinates, word byte."""
-        if view.array.size == 0:  # e.g. no padding heads when num_heads/16 fills QS_PAD
+        """Offsets inside one field's placement -> hit mask, logical coordinates, word byte."""
+        if 0 in place.shape:  # e.g. no padding heads when num_heads/16 fills QS_PAD
             nothing = np.zeros(off.shape, bool)
             empty = np.zeros(0, np.int64)
             return nothing, [empty for _ in f.axes], (empty if f.unit in _WORD_UNITS else None)
-        digits, hit = _unstride(view.array, phantom, off)
-        nslot = len(view.radices)
-        slot = _ravel(digits[:nslot], view.radices)
+        digits, hit = _unstride(place, off)
+        nslot = len(place.radices)
+        slot = _ravel(digits[:nslot], place.radices)
         row_bytes = self._row_shape(f, d) + word_axis(f)
-        flat = _ravel(digits[nslot:], view.array.shape[nslot:])
+        flat = _ravel(digits[nslot:], place.shape[nslot:])
         row = np.unravel_index(flat, row_bytes) if row_bytes else ()
         grid = self._grid(f.name, d)
         values = [slot[hit] + grid[0][0]]
@@ -594,34 +654,67 @@ def _nibbles(nibble: object, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _check_buffer(buffer: object, writeable: bool) -> None:
-    if not isinstance(buffer, np.ndarray):
-        raise TypeError(f"buffer must be a numpy uint8 array, got {type(buffer).__name__}")
-    if buffer.dtype != np.uint8:
-        raise TypeError(f"buffer must have dtype uint8, got {buffer.dtype}")
-    if writeable and not (buffer.flags.c_contiguous and buffer.flags.writeable):
+    tensor = is_tensor(buffer)
+    if not (tensor or isinstance(buffer, np.ndarray)):
+        raise TypeError(f"buffer must be a numpy uint8 array (or a uint8 tensor), "
+                        f"got {type(buffer).__name__}")
+    if _dtype_name(buffer) != "uint8":
+        raise TypeError(f"buffer must have dtype uint8, got {_dtype_name(buffer)}")
+    contiguous = buffer.is_contiguous() if tensor else (buffer.flags.c_contiguous
+                                                         and buffer.flags.writeable)
+    if writeable and not contiguous:
         raise ValueError("buffer must be C-contiguous and writeable (scatter writes in place)")
 
 
-def _check_distinct(valid: np.ndarray, total: int) -> None:
+def _check_device(a: Any, like: Any, name: str) -> None:
+    """Every tensor argument on the buffer's device (nothing is moved behind the caller's back)."""
+    if device_of(a) != device_of(like):
+        raise ValueError(f"{name} must be on the buffer's device ({device_of(like)}), "
+                         f"got {device_of(a)}")
+
+
+def _dtype_name(a: Any) -> str:
+    """The dtype's NumPy name (uint8, float32, ...) for a NumPy array or a tensor."""
+    return str(a.dtype).removeprefix("torch.")
+
+
+def _arange(n: int, like: Any) -> Any:
+    """int64 0..n-1 in the namespace and on the device of ``like`` (NumPy for None)."""
+    if like is None or isinstance(like, np.ndarray):
+        return np.arange(n, dtype=np.int64)
+    xp = namespace(like)
+    return xp.arange(n, dtype=xp.int64, device=device_of(like))
+
+
+def _dense(a: Any, dtype: Any) -> Any:
+    """A C-contiguous copy of ``a`` (a broadcast view) with ``dtype``."""
+    if isinstance(a, np.ndarray):
+        return np.ascontiguousarray(a, dtype=dtype)
+    return namespace(a).astype(a, dtype).contiguous()
+
+
+def _check_distinct(valid: Any, total: int) -> None:
     """Two rows aimed at one slot would race on a device: reject them."""
-    if valid.size <= 1:
+    n = valid.shape[0]
+    if n <= 1:
         return
-    if total <= 8 * valid.size + (1 << 20):  # counting beats sorting when the range is small
+    if isinstance(valid, np.ndarray) and total <= 8 * n + (1 << 20):
+        # counting beats sorting when the range is small (NumPy's bincount; the same slot)
         counts = np.bincount(valid, minlength=total)
         repeated = np.flatnonzero(counts > 1)
     else:
-        ordered = np.sort(valid)
+        ordered = namespace(valid).sort(valid)
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if repeated.size:
-        raise ValueError(f"slots must not repeat a slot >= 0; slot {repeated[0]} appears "
+    if repeated.shape[0]:
+        raise ValueError(f"slots must not repeat a slot >= 0; slot {int(repeated[0])} appears "
                          "more than once")
 
 
-def check_rows(f: Field, a: np.ndarray, want: tuple[int, ...]) -> None:
+def check_rows(f: Field, a: Any, want: tuple[int, ...]) -> None:
     """A logical array of the field's rows has the shape ``want`` (one-line error naming its axes)."""
-    if a.shape != want:
+    if tuple(a.shape) != want:
         raise ValueError(f"{f.name} must have shape {want} ({', '.join(f.axes)}), "
-                         f"got {a.shape}")
+                         f"got {tuple(a.shape)}")
 
 
 def word_axis(f: Field) -> tuple[int, ...]:
@@ -629,28 +722,47 @@ def word_axis(f: Field) -> tuple[int, ...]:
     return (4,) if f.unit in _WORD_UNITS else ()
 
 
-def _to_bytes(f: Field, a: np.ndarray) -> np.ndarray:
+def _to_bytes(f: Field, a: Any) -> Any:
     """Logical array -> its stored bytes (little-endian words get a trailing axis of 4)."""
-    if f.unit in _WORD_UNITS:
+    if f.unit not in _WORD_UNITS:
+        return a
+    if isinstance(a, np.ndarray):
         word = np.ascontiguousarray(a, dtype=_WORD_DTYPES[f.unit])
         return word.view(np.uint8).reshape(a.shape + (4,))
-    return a
+    # a tensor of the field's dtype (checked): byte k of each word by shifts (a dtype view
+    # would refuse the zero strides an empty tensor may have)
+    xp = namespace(a)
+    u = bits(a) if f.unit == "f32le" else a
+    return xp.stack([xp.astype((u >> 8 * k) & 0xFF, xp.uint8) for k in range(4)], axis=-1)
 
 
-def _from_bytes(f: Field, raw: np.ndarray) -> np.ndarray:
-    if f.unit in _WORD_UNITS:
+def _from_bytes(f: Field, raw: Any) -> Any:
+    if f.unit not in _WORD_UNITS:
+        return raw
+    if isinstance(raw, np.ndarray):
         word = np.ascontiguousarray(raw).view(_WORD_DTYPES[f.unit])[..., 0]
         return word.astype(f.dtype)
-    return raw
+    xp = namespace(raw)
+    b = xp.astype(raw, xp.int32)
+    u = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)  # wraps to int32
+    return floats(u) if f.unit == "f32le" else u
 
 
-def _digits(index: np.ndarray, radices: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """Mixed-radix split of an int64 index, outermost digit first."""
-    out: list[np.ndarray] = []
+def _strided(buffer: Any, place: _Placement) -> Any:
+    """The placement's view of a C-contiguous uint8 buffer (scatter writes through it)."""
+    if isinstance(buffer, np.ndarray):
+        return np.lib.stride_tricks.as_strided(buffer.reshape(-1)[place.offset:], place.shape,
+                                               place.strides)
+    return buffer.as_strided(place.shape, place.strides, buffer.storage_offset() + place.offset)
+
+
+def _digits(index: Any, radices: tuple[int, ...]) -> tuple[Any, ...]:
+    """Mixed-radix split of a non-negative int64 index, outermost digit first."""
+    out = []
     rest = index
     for r in reversed(radices[1:]):
-        rest, low = np.divmod(rest, r)
-        out.append(low)
+        out.append(rest % r)
+        rest = rest // r
     out.append(rest)
     return tuple(reversed(out))
 
@@ -663,9 +775,11 @@ def _ravel(digits: tuple[np.ndarray, ...] | list[np.ndarray],
     return acc
 
 
-def _open_grid(grid: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+def _open_grid(grid: tuple[tuple[int, int], ...], xp: Any, on: Any) -> tuple[Any, ...]:
+    """int64 coordinates of each axis, shaped to broadcast (``on``: the device, None for NumPy)."""
     n = len(grid)
-    return tuple(np.arange(lo, hi, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (n - k - 1))
+    return tuple(xp.reshape(xp.arange(lo, hi, dtype=xp.int64, device=on),
+                            (1,) * k + (-1,) + (1,) * (n - k - 1))
                  for k, (lo, hi) in enumerate(grid))
 
 
@@ -673,13 +787,13 @@ def _grid_shape(coords: tuple[np.ndarray, ...]) -> tuple[int, ...]:
     return np.broadcast_shapes(*(c.shape for c in coords))
 
 
-def _expand_nibbles(f: Field, offset: np.ndarray) -> IndexMap:
+def _expand_nibbles(f: Field, offset: Any, xp: Any) -> IndexMap:
     if f.unit != "nibble":
         return IndexMap(offset, None)
     # dim 2k sits in the low nibble of packed byte k, dim 2k+1 in its high nibble
-    full = np.repeat(offset, 2, axis=-1)
-    nibble = np.broadcast_to(np.arange(full.shape[-1], dtype=np.uint8) & 1, full.shape)
-    return IndexMap(full, nibble.copy())
+    full = xp.repeat(offset, 2, axis=-1)
+    parity = xp.arange(full.shape[-1], dtype=xp.int64, device=device_of(full)) & 1
+    return IndexMap(full, _dense(xp.broadcast_to(parity, full.shape), xp.uint8))
 
 
 def phantom_buffer(shape: tuple[int, ...]) -> np.ndarray:
@@ -699,23 +813,21 @@ def reshape_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.reshape(a, shape, copy=False)
 
 
-def _unstride(view: np.ndarray, base: np.ndarray, off: np.ndarray
-              ) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """Split offsets into the view's axis indices by its strides; hit marks offsets that lie
-    on an element of the view. Greedy division works because every layout nests its axes
+def _unstride(place: _Placement, off: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Split offsets into the placement's axis indices by its strides; hit marks offsets that
+    lie on an element of it. Greedy division works because every layout nests its axes
     (each stride exceeds the span of all smaller-stride axes)."""
-    start = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0])
-    rest = off - start
+    rest = off - place.offset
     hit = rest >= 0
-    digits = [np.zeros(off.shape, np.int64) for _ in view.shape]
-    order = sorted(range(view.ndim), key=lambda k: -abs(view.strides[k]))
+    digits = [np.zeros(off.shape, np.int64) for _ in place.shape]
+    order = sorted(range(len(place.shape)), key=lambda k: -abs(place.strides[k]))
     for k in order:
-        if view.shape[k] <= 1:
-            hit &= view.shape[k] == 1
+        if place.shape[k] <= 1:
+            hit &= place.shape[k] == 1
             continue
-        q = np.where(hit, rest // view.strides[k], 0)
-        hit &= (q >= 0) & (q < view.shape[k])
+        q = np.where(hit, rest // place.strides[k], 0)
+        hit &= (q >= 0) & (q < place.shape[k])
         digits[k] = np.where(hit, q, 0)
-        rest = rest - digits[k] * view.strides[k]
+        rest = rest - digits[k] * place.strides[k]
     hit &= rest == 0
     return tuple(digits), hit
