@@ -37,6 +37,12 @@ unverified otherwise.
 Windows: decode row r = b * next_n + n scores tokens t < ctx[b] - (next_n - 1 - n); prefill
 rows score [local_start, local_end). Only window cells are written: a caller's ``out`` keeps its
 bytes elsewhere; without ``out`` the buffer starts as -inf.
+
+Namespaces: NumPy arrays are scored on the host (float32 BLAS dots, threads); torch tensors
+(every tensor argument on one device) are scored on their device with the same rules and the
+same bits, the result fields tensors there. The cells of the exact Python-integer path, and
+any cell whose emulated result on the device is not finite (where a device's NaN rules could
+differ from x86's), are scored on the host by the same code and put in place.
 """
 
 from __future__ import annotations
@@ -44,13 +50,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from mxgate.oracle import layouts
 from mxgate.oracle import profiles as _profiles
+from mxgate.oracle import xp as X
+from mxgate.oracle.arguments import is_tensor
 from mxgate.oracle.parallel import run_ranges
 from mxgate.oracle.formats import e2m1
+from mxgate.oracle.formats.bf16 import bf16_to_f32
 from mxgate.oracle.geometry import GROUP, KV_BLOCK, TILE_K
 from mxgate.oracle.ops.f32math import fma32
 from mxgate.oracle.scorers import arithmetic as ar
@@ -187,6 +198,21 @@ def _launch(launch: dict, kv_block_size: int | None) -> None:
         raise ValueError(f"kv_block_size must be {KV_BLOCK}, got {kv_block_size}")
 
 
+def _on_one_device(first: str, **arrays: object) -> None:
+    """Every tensor argument on the device of ``first`` (the outputs are made there)."""
+    where = {name: str(X.device(a)) for name, a in arrays.items() if is_tensor(a)}
+    if first in where:
+        for name, dev in where.items():
+            if dev != where[first]:
+                raise ValueError(f"{name} must be on the device of {first} ({where[first]}), got {dev}")
+
+
+def _host(x: object) -> object:
+    """A tensor of indices or lengths as a NumPy array (small; its values are checked and
+    planned on the host); anything else as given, for the checks to judge."""
+    return X.to_numpy(x) if is_tensor(x) else x
+
+
 def _common(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, weights: object,
             next_n: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, int]:
     q, qs, rows, implied = v.fp4_q(q_fp4, q_scale, next_n)
@@ -203,8 +229,10 @@ def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: obj
                  launch: dict) -> _Call:
     _launch(launch, kv_block_size)
     q, q_e8m0, w, rows, implied, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n)
-    bt = v.integers(block_tables, "block_tables", 2)
-    ctx = v.integers(context_lens, "context_lens", 1)
+    _on_one_device("q_fp4", q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, weights=weights,
+                   block_tables=block_tables, context_lens=context_lens, cu_seq_q=cu_seq_q, out=out)
+    bt = v.integers(_host(block_tables), "block_tables", 2)
+    ctx = v.integers(_host(context_lens), "context_lens", 1)
     B = ctx.shape[0]
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per context_lens entry), got {bt.shape[0]}")
@@ -224,7 +252,7 @@ def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: obj
         n = np.tile(np.arange(nn), B)
         end = np.maximum(ctx[batch] - (nn - 1 - n), 0)
     else:
-        cu = v.integers(cu_seq_q, "cu_seq_q", 1)
+        cu = v.integers(_host(cu_seq_q), "cu_seq_q", 1)
         if cu.shape[0] != B + 1 or cu[0] != 0 or np.any(np.diff(cu) < 0) or cu[-1] > rows:
             raise ValueError(f"cu_seq_q must be a non-decreasing [B+1] = [{B + 1}] prefix sum from 0 "
                              f"to at most {rows} rows, got {cu.tolist()}")
@@ -251,11 +279,13 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
                   weights: object, row_info: object, max_seq_len: int | None, weight_scale: float, out: object,
                   kv_block_size: int | None, launch: dict) -> _Call:
     _launch(launch, kv_block_size)
-    if isinstance(q_fp4, np.ndarray) and q_fp4.ndim != 3:
-        raise ValueError(f"q_fp4 must have shape [rows, H, D/2] for prefill, got {q_fp4.shape}")
+    if (isinstance(q_fp4, np.ndarray) or is_tensor(q_fp4)) and q_fp4.ndim != 3:
+        raise ValueError(f"q_fp4 must have shape [rows, H, D/2] for prefill, got {tuple(q_fp4.shape)}")
     q, q_e8m0, w, rows, _, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, None)
-    bt = v.integers(block_tables, "block_tables", 2)
-    info = v.integers(row_info, "row_info", 2)
+    _on_one_device("q_fp4", q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, weights=weights,
+                   block_tables=block_tables, row_info=row_info, out=out)
+    bt = v.integers(_host(block_tables), "block_tables", 2)
+    info = v.integers(_host(row_info), "row_info", 2)
     if info.shape[0] < rows or info.shape[1] != 4:
         raise ValueError(f"row_info must have shape [>= {rows}, 4] (batch_id, local_start, local_end, "
                          f"reserved), got {info.shape}")
@@ -300,11 +330,13 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
 STEP_GROUPS = TILE_K // GROUP  # groups per MFMA K step
 I_MAX = GROUP * 12 * 12  # largest |I_g|: 32 products of two values in [-12, 12]
 CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk: temporaries stay in cache
+DEVICE_CELLS_PER_CHUNK = 1 << 24  # on a device: fewer, larger launches (a few hundred MB of temporaries)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What every row scores: tokens [start, end) of batch ``batch`` (ends already clipped)."""
+    """What every row scores: tokens [start, end) of batch ``batch`` (ends already clipped);
+    NumPy on the host whatever the namespace of the call."""
 
     batch: np.ndarray  # int64 [R]
     start: np.ndarray  # int64 [R]
@@ -313,10 +345,10 @@ class Plan:
 
 @dataclass
 class Result:
-    emulated: np.ndarray | None  # float32 [R, width]
-    value: np.ndarray | None  # float64 [R, width]
-    bound: np.ndarray | None  # float64 [R, width]
-    window: np.ndarray  # bool [R, width]
+    emulated: Any  # float32 [R, width] or None
+    value: Any  # float64 [R, width] or None
+    bound: Any  # float64 [R, width] or None
+    window: Any  # bool [R, width]
 
 
 @dataclass(frozen=True)
@@ -336,38 +368,38 @@ def span_fast(groups: int) -> int:
     return 53 - (groups * I_MAX * 256 - 1).bit_length()  # integer ceil(log2)
 
 
-def score(q_packed: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.ndarray, kv_scale: np.ndarray,
-          block_tables: np.ndarray, w_bits: np.ndarray, ws: np.float32, plan: Plan, width: int,
-          opts: Options, out: np.ndarray | None) -> Result:
-    """Score every row over its window. ``out`` (float32 [R, width]) receives the emulated
-    order in its window cells only; without it a fresh -inf buffer is used."""
+def score(q_packed: Any, q_e8m0: Any, kv_cache: Any, kv_scale: Any, block_tables: np.ndarray, w_bits: Any,
+          ws: np.float32, plan: Plan, width: int, opts: Options, out: Any) -> Result:
+    """Score every row over its window, in the namespace and on the device of ``q_packed``.
+    ``out`` (float32 [R, width]) receives the emulated order in its window cells only; without
+    it a fresh -inf buffer is used."""
+    xp = X.namespace(q_packed)
+    dev = X.device(q_packed)
     R, H, half = q_packed.shape
     D = 2 * half
-    window = np.zeros((R, width), dtype=bool)
-    cols = np.arange(width)
-    window[:] = (cols >= plan.start[:, None]) & (cols < plan.end[:, None])
+    cols = xp.arange(width, device=dev)
+    start, end = xp.asarray(plan.start, device=dev), xp.asarray(plan.end, device=dev)
     res = Result(
-        emulated=(out if out is not None else np.full((R, width), -np.inf, np.float32)) if opts.emulate else None,
-        value=np.full((R, width), -np.inf) if opts.with_bound else None,
-        bound=np.zeros((R, width)) if opts.with_bound else None,
-        window=window,
+        emulated=(out if out is not None else xp.full((R, width), -math.inf, dtype=xp.float32, device=dev))
+        if opts.emulate else None,
+        value=xp.full((R, width), -math.inf, dtype=xp.float64, device=dev) if opts.with_bound else None,
+        bound=xp.zeros((R, width), dtype=xp.float64, device=dev) if opts.with_bound else None,
+        window=(cols[None, :] >= start[:, None]) & (cols[None, :] < end[:, None]),
     )
-    tasks = []
     for b in np.unique(plan.batch):
         rows = np.flatnonzero((plan.batch == b) & (plan.end > plan.start))
         if rows.size:
-            tasks.append(_Group(rows, int(b), q_packed, q_e8m0, w_bits, ws, plan, D, opts))
-    for task in tasks:
-        task.run(kv_cache, kv_scale, block_tables, res, opts)
+            _Group(rows, int(b), q_packed, q_e8m0, w_bits, ws, plan, D, opts).run(kv_cache, kv_scale, block_tables,
+                                                                                 res, opts)
     return res
 
 
 def score_pairs(q_packed: np.ndarray, q_e8m0: np.ndarray, w_bits: np.ndarray, ws: np.float32, k_codes: np.ndarray,
                 ek: np.ndarray, opts: Options) -> Result:
     """Every (row, token) pair of the given query rows (q_packed [R, H, D/2], q_e8m0 [R, H, G],
-    w_bits [R, H]) against the given K tokens (codes [T, D], e8m0 [T, G]), all in the window:
-    the same cells ``score`` computes, for a caller that already holds the gathered operands
-    (mxgate.twin hands it the cells it leaves to the oracle). -> Result of [R, T]."""
+    w_bits [R, H]) against the given K tokens (codes [T, D], e8m0 [T, G]), all in the window,
+    on the host: the same cells ``score`` computes, for the cells a device hands back (NumPy
+    arrays only). -> Result of [R, T]."""
     R, T = q_packed.shape[0], k_codes.shape[0]
     plan = Plan(np.zeros(R, np.int64), np.zeros(R, np.int64), np.full(R, T, np.int64))
     res = Result(emulated=np.full((R, T), -np.inf, np.float32) if opts.emulate else None,
@@ -383,51 +415,57 @@ def score_pairs(q_packed: np.ndarray, q_e8m0: np.ndarray, w_bits: np.ndarray, ws
 class _Group:
     """The rows of one batch, scored together against that batch's KV tokens."""
 
-    def __init__(self, rows: np.ndarray, b: int, q_packed: np.ndarray, q_e8m0: np.ndarray,
-                 w_bits: np.ndarray, ws: np.float32, plan: Plan, D: int, opts: Options) -> None:
-        self.rows, self.b, self.D = rows, b, D
+    def __init__(self, rows: np.ndarray, b: int, q_packed: Any, q_e8m0: Any, w_bits: Any, ws: np.float32,
+                 plan: Plan, D: int, opts: Options) -> None:
+        xp = self.xp = X.namespace(q_packed)
+        dev = self.dev = X.device(q_packed)
+        self.numpy = X.is_numpy(xp)
+        self.n_rows, self.b, self.D = rows.size, b, D
+        self.rows = xp.asarray(rows, device=dev)  # indices into the call's rows
         self.G = D // GROUP
         self.k_tiles = D // TILE_K
         self.H = q_packed.shape[1]
         self.ws = ws
-        self.start, self.end = plan.start[rows], plan.end[rows]
+        self.start_np, self.end_np = plan.start[rows], plan.end[rows]
+        self.start, self.end = xp.asarray(self.start_np, device=dev), xp.asarray(self.end_np, device=dev)
         self.span_fast = span_fast(self.G)
         p = opts.profile
-        codes = e2m1.unpack_nibbles(q_packed[rows])  # [Rb, H, D]
-        self.nq_int = TWO_E2M1[codes]  # float32 integers
-        eq = q_e8m0[rows].astype(np.int64)  # [Rb, H, G]
+        self.q_packed = q_packed[self.rows]
+        codes = e2m1.unpack_nibbles(self.q_packed)  # [Rb, H, D]
+        self.two = X.table_on(TWO_E2M1, codes)
+        self.nq_int = X.take(self.two, codes)  # float32 integers
+        eq = xp.astype(q_e8m0[self.rows], xp.int64)  # [Rb, H, G]
         self.eq = eq
-        self.q_special = (eq == 0xFF).any(axis=2)  # [Rb, H]
-        zero = (eq == 0) if p.byte0 == "zero" else np.zeros(eq.shape, bool)
-        self.q_zero = zero
+        self.q_special = xp.any(eq == 0xFF, axis=2)  # [Rb, H]
+        zero = (eq == 0) if p.byte0 == "zero" else xp.zeros(eq.shape, dtype=xp.bool, device=dev)
         lq, aq, spq = _offsets(eq, zero | (eq == 0xFF))
         self.lq, self.spq = lq, spq
         Rb = rows.size
-        scaled = self.nq_int.reshape(Rb, self.H, self.G, GROUP) * _pow2_f32(np.minimum(aq, self.span_fast))[..., None]
-        scaled[zero] = 0.0
+        scaled = (xp.reshape(self.nq_int, (Rb, self.H, self.G, GROUP))
+                  * X.pow2_f32(xp.minimum(aq, self.span_fast))[..., None])
+        scaled = xp.where(zero[..., None], 0.0, scaled)
         # [G, Rb*H, 32]: one contiguous matmul operand per group
-        self.nq_g = np.ascontiguousarray(scaled.transpose(2, 0, 1, 3).reshape(self.G, Rb * self.H, GROUP))
-        self.nq_abs = np.abs(self.nq_g) if opts.bound_model == ANY_ORDER else None
-        wb = w_bits[rows]
-        self.w32 = (wb.astype(np.uint32) << np.uint32(16)).view(np.float32)
-        self.mw, self.fw, wfin = bf16_parts(wb)
-        self.w_bad = ~wfin.all(axis=1)  # rows holding a non-finite weight: slow path
-        self.wp = (self.w32 * ws).astype(np.float32)  # prefill: w' = fl(w * ws)
+        self.nq_g = xp.reshape(xp.permute_dims(scaled, (2, 0, 1, 3)), (self.G, Rb * self.H, GROUP))
+        self.nq_abs = xp.abs(self.nq_g) if opts.bound_model == ANY_ORDER else None
+        self.w_bits = w_bits[self.rows]
+        self.w32 = bf16_to_f32(self.w_bits)
+        self.mw, self.fw, wfin = bf16_parts(self.w_bits)
+        self.w_bad = ~xp.all(wfin, axis=1)  # rows holding a non-finite weight: slow path
+        self.wp = self.w32 * float(ws)  # prefill: w' = fl(w * ws), float32 (ws is a float32 value)
 
-    def run(self, kv_cache: np.ndarray, kv_scale: np.ndarray, block_tables: np.ndarray,
-            res: Result, opts: Options) -> None:
-        t0, t1 = int(self.start.min()), int(self.end.max())
+    def run(self, kv_cache: Any, kv_scale: Any, block_tables: np.ndarray, res: Result, opts: Options) -> None:
+        t0, t1 = int(self.start_np.min()), int(self.end_np.max())
         tokens = np.arange(t0, t1)
-        needed = ((tokens[None, :] >= self.start[:, None]) & (tokens[None, :] < self.end[:, None])).any(axis=0)
+        needed = ((tokens[None, :] >= self.start_np[:, None]) & (tokens[None, :] < self.end_np[:, None])).any(axis=0)
         blocks = block_tables[self.b, tokens // KV_BLOCK]
-        slots = np.where(needed, blocks * KV_BLOCK + tokens % KV_BLOCK, -1)
+        slots = self.xp.asarray(np.where(needed, blocks * KV_BLOCK + tokens % KV_BLOCK, -1), device=self.dev)
         (packed,) = layouts.get("aiter-fp4-kv").gather(kv_cache, slots=slots)
         (ek,) = layouts.get("aiter-fp4-kv-scale").gather(kv_scale, slots=slots)
         self.k_codes = e2m1.unpack_nibbles(packed)  # [T, D]
-        self.ek = ek.astype(np.int64)  # [T, G]
+        self.ek = self.xp.astype(ek, self.xp.int64)  # [T, G]
         self.t0 = t0
-        Rb = self.rows.size
-        chunk = max(64, CELLS_PER_CHUNK // (Rb * self.H))
+        per_chunk = CELLS_PER_CHUNK if self.numpy else DEVICE_CELLS_PER_CHUNK
+        chunk = max(64, per_chunk // (self.n_rows * self.H))
         n = -(-(t1 - t0) // chunk)
 
         def work(first: int, last: int) -> None:
@@ -435,99 +473,128 @@ class _Group:
                 lo = c * chunk
                 self._chunk(lo, min(lo + chunk, t1 - t0), res, opts)
 
-        run_ranges(n, work, weight=chunk * Rb * self.H * 8)
+        if self.numpy:
+            run_ranges(n, work, weight=chunk * self.n_rows * self.H * 8)
+        else:  # the device runs each chunk's operations in parallel already
+            work(0, n)
 
     # ---- one chunk of tokens ------------------------------------------------------------
 
     def _chunk(self, lo: int, hi: int, res: Result, opts: Options) -> None:
-        Rb, H, G = self.rows.size, self.H, self.G
-        Tc = hi - lo
-        tok = np.arange(lo, hi) + self.t0
+        xp, G = self.xp, self.G
+        Rb, Tc = self.n_rows, hi - lo
+        tok = xp.arange(lo, hi, device=self.dev) + self.t0
         inwin = (tok[None, :] >= self.start[:, None]) & (tok[None, :] < self.end[:, None])  # [Rb, Tc]
         ek = self.ek[lo:hi]
-        k_special = (ek == 0xFF).any(axis=1)
-        k_zero = (ek == 0) if opts.profile.byte0 == "zero" else np.zeros(ek.shape, bool)
+        k_special = xp.any(ek == 0xFF, axis=1)
+        k_zero = (ek == 0) if opts.profile.byte0 == "zero" else xp.zeros(ek.shape, dtype=xp.bool, device=self.dev)
         lk, ak, spk = _offsets(ek, k_zero | (ek == 0xFF))
-        nk = TWO_E2M1[self.k_codes[lo:hi]].reshape(Tc, G, GROUP) * _pow2_f32(np.minimum(ak, self.span_fast))[..., None]
-        nk[k_zero] = 0.0
-        # I'_g = I_g * 2^(aq + ak), exact in float32 (see the module docstring)
-        ig = np.empty((G, Rb, H, Tc), dtype=np.float32)
-        for g in range(G):
-            np.matmul(self.nq_g[g], nk[:, g, :].T, out=ig[g].reshape(Rb * H, Tc))
-        qp = ig[0].astype(np.float64)
+        nk = (xp.reshape(X.take(self.two, self.k_codes[lo:hi]), (Tc, G, GROUP))
+              * X.pow2_f32(xp.minimum(ak, self.span_fast))[..., None])
+        nk = xp.where(k_zero[..., None], 0.0, nk)
+        # I'_g = I_g * 2^(aq + ak), exact (see the comment above Plan)
+        ig = self._dots(self.nq_g, nk)
+        qp = xp.astype(ig[0], xp.float64)
         for g in range(1, G):
             qp += ig[g]
         if opts.force_slow:
-            slow_cells = inwin.copy()
-        elif (self.spq.max() + spk.max() > self.span_fast or self.q_special.any() or k_special.any()
-              or self.w_bad.any()):
+            slow_cells = inwin
+        elif (int(xp.max(self.spq)) + int(xp.max(spk)) > self.span_fast or bool(xp.any(self.q_special))
+              or bool(xp.any(k_special)) or bool(xp.any(self.w_bad))):
             slow = self.spq[:, :, None] + spk[None, None, :] > self.span_fast
             slow |= self.q_special[:, :, None] | k_special[None, None, :]
-            slow_cells = (slow.any(axis=1) | self.w_bad[:, None]) & inwin
+            slow_cells = (xp.any(slow, axis=1) | self.w_bad[:, None]) & inwin
         else:
-            slow_cells = np.zeros_like(inwin)
-        patch = _slow_cells(self, np.argwhere(slow_cells), lo, ek, opts) if slow_cells.any() else None
+            slow_cells = xp.zeros_like(inwin)
+        patch = None
+        if self.numpy and slow_cells.any():
+            patch = _slow_cells(self, np.argwhere(slow_cells), lo, ek, opts)
 
-        cols = tok  # output columns
+        emu = value = bound = None
         if opts.emulate:
-            with np.errstate(all="ignore"):  # cells outside the window may hold garbage
+            with X.ieee_quiet(xp):  # cells outside the window may hold garbage
                 scale = pow2_f64(self.lq - 256)[:, :, None] * pow2_f64(lk)[None, None, :]  # exact
                 qk32 = self._qk32(ig, scale, opts)
             if patch is not None:
                 qk32[patch.r, :, patch.t] = patch.qk32
-            with np.errstate(all="ignore"):
+            with X.ieee_quiet(xp):
                 emu = self._emulate(qk32, opts)
-            out = res.emulated
-            for i in range(Rb):
-                m = inwin[i]
-                out[self.rows[i], cols[m]] = emu[i, m]
         if opts.with_bound:
-            with np.errstate(all="ignore"):
+            with X.ieee_quiet(xp):
                 value, bound = self._value_and_bound(qp, ig, lk, nk, opts)
             if patch is not None:
                 value[patch.r, patch.t] = patch.value
                 bound[patch.r, patch.t] = patch.bound
-            for i in range(Rb):
-                m = inwin[i]
-                res.value[self.rows[i], cols[m]] = value[i, m]
-                res.bound[self.rows[i], cols[m]] = bound[i, m]
+        if not self.numpy:
+            host = slow_cells if emu is None else slow_cells | (~xp.isfinite(emu) & inwin)
+            if bool(xp.any(host)):
+                self._on_host(xp.nonzero(host), lo, hi, opts, emu, value, bound)
+        rows = xp.broadcast_to(self.rows[:, None], (Rb, Tc))[inwin]
+        cols = xp.broadcast_to(tok[None, :], (Rb, Tc))[inwin]
+        if opts.emulate:
+            res.emulated[rows, cols] = emu[inwin]
+        if opts.with_bound:
+            res.value[rows, cols] = value[inwin]
+            res.bound[rows, cols] = bound[inwin]
+
+    def _dots(self, a_g: Any, nk: Any) -> Any:
+        """[G, Rb, H, Tc]: per group the matmul of a_g[g] [Rb*H, 32] with nk[:, g, :]. Every
+        product and partial sum is an integer times a power of two below 2^24 of it: exact in any
+        order, so any BLAS (or a device's float64, clear of TF32) gives the same values."""
+        xp, G, Rb, H, Tc = self.xp, self.G, self.n_rows, self.H, nk.shape[0]
+        if self.numpy:
+            ig = np.empty((G, Rb, H, Tc), dtype=np.float32)
+            for g in range(G):
+                np.matmul(a_g[g], nk[:, g, :].T, out=ig[g].reshape(Rb * H, Tc))
+            return ig
+        return xp.stack([xp.reshape(ar.exact_matmul(a_g[g], nk[:, g, :].T), (Rb, H, Tc)) for g in range(G)])
+
+    def _on_host(self, cells: tuple[Any, Any], lo: int, hi: int, opts: Options, emu: Any, value: Any,
+                 bound: Any) -> None:
+        """The host's result (``score_pairs``) for the listed (local row, chunk token) cells:
+        their rows against their tokens, put in place on the device."""
+        xp, dev = self.xp, self.dev
+        r, t = cells
+        rows, r_at = np.unique(X.to_numpy(r), return_inverse=True)
+        toks, t_at = np.unique(X.to_numpy(t), return_inverse=True)
+        ri, ti = xp.asarray(rows, device=dev), xp.asarray(toks + lo, device=dev)
+        w_bits = X.to_numpy(self.w_bits[ri])
+        res = score_pairs(X.to_numpy(self.q_packed[ri]), X.to_numpy(self.eq[ri]), w_bits.view(np.uint16), self.ws,
+                          X.to_numpy(self.k_codes[ti]), X.to_numpy(self.ek[ti]), opts)
+        if emu is not None:
+            emu[r, t] = xp.asarray(res.emulated[r_at, t_at], device=dev)
+        if value is not None:
+            value[r, t] = xp.asarray(res.value[r_at, t_at], device=dev)
+            bound[r, t] = xp.asarray(res.bound[r_at, t_at], device=dev)
 
     # ---- emulated order -----------------------------------------------------------------
 
-    def _qk32(self, ig: np.ndarray, scale: np.ndarray, opts: Options) -> np.ndarray:
+    def _qk32(self, ig: Any, scale: Any, opts: Options) -> Any:
         """The MFMA's float32 qk under the qk_accum model (SPEC section 7)."""
-        G = self.G
+        xp = self.xp
         if opts.qk_accum == GROUPS:
-            acc = np.zeros(ig.shape[1:], dtype=np.float32)
-            for g in range(G):
-                acc += (ig[g].astype(np.float64) * scale).astype(np.float32)
-            return acc + np.float32(0.0)
+            acc = xp.zeros(ig.shape[1:], dtype=xp.float32, device=self.dev)
+            for g in range(self.G):
+                acc += xp.astype(xp.astype(ig[g], xp.float64) * scale, xp.float32)
+            return acc + 0.0
         acc = None
         for kt in range(self.k_tiles):
-            dot = ig[STEP_GROUPS * kt].astype(np.float64)
+            dot = xp.astype(ig[STEP_GROUPS * kt], xp.float64)
             for g in range(STEP_GROUPS * kt + 1, STEP_GROUPS * (kt + 1)):
                 dot += ig[g]
             dot *= scale
-            acc = dot.astype(np.float32) if acc is None else add_round_f32(acc.astype(np.float64), dot)
-        return acc + np.float32(0.0)  # -0 -> +0, as the accumulator starts from +0
+            acc = xp.astype(dot, xp.float32) if acc is None else add_round_f32(xp.astype(acc, xp.float64), dot)
+        return acc + 0.0  # -0 -> +0, as the accumulator starts from +0
 
-    def _emulate(self, qk32: np.ndarray, opts: Options) -> np.ndarray:
-        relu = np.maximum(qk32, np.float32(0.0)) + np.float32(0.0)  # maximumf: NaN stays, -0 -> +0
-        H = self.H
-        parts = []
+    def _emulate(self, qk32: Any, opts: Options) -> Any:
+        xp = self.xp
+        relu = xp.maximum(qk32, 0.0) + 0.0  # maximumf: NaN stays, -0 -> +0
         if opts.mode == "decode":
-            p = relu * self.w32[:, :, None]
-            for g in range(4):
-                acc = np.zeros((qk32.shape[0], qk32.shape[2]), dtype=np.float32)
-                for m in range(H // MFMA_M):
-                    for e in range(4):
-                        acc += p[:, m * MFMA_M + 4 * g + e]
-                parts.append(acc)
-            total = (parts[0] + parts[1]) + (parts[2] + parts[3])
-            return total * self.ws
+            return ar.head_sum(relu * self.w32[:, :, None], "aiter-fp4") * float(self.ws)
+        parts = []
         for g in range(4):
-            acc = np.zeros((qk32.shape[0], qk32.shape[2]), dtype=np.float32)
-            for m in range(H // MFMA_M):
+            acc = xp.zeros((qk32.shape[0], qk32.shape[2]), dtype=xp.float32, device=self.dev)
+            for m in range(self.H // MFMA_M):
                 for e in range(4):
                     h = m * MFMA_M + 4 * g + e
                     acc = fma32(relu[:, h], self.wp[:, h, None], acc)
@@ -536,17 +603,17 @@ class _Group:
 
     # ---- exact value and bound ----------------------------------------------------------
 
-    def _value_and_bound(self, qp: np.ndarray, ig: np.ndarray, lk: np.ndarray, nk: np.ndarray,
-               opts: Options) -> tuple[np.ndarray, np.ndarray]:
-        a = np.maximum(qp, 0.0)  # q' is exact: its sign is the true sign of qk
+    def _value_and_bound(self, qp: Any, ig: Any, lk: Any, nk: Any, opts: Options) -> tuple[Any, Any]:
+        xp = self.xp
+        a = xp.maximum(qp, 0.0)  # q' is exact: its sign is the true sign of qk
         a_bits = (self.G * I_MAX).bit_length() + self.span_fast  # relu(q') <= G * 4608 * 2^span
         y = weighted_sum_f64(a, a_bits, self.mw, self.lq + self.fw)
         pk = pow2_f64(lk)[None, :]  # qk = q' * 2^(lq - 256) * 2^lk
         y *= pk * math.ldexp(1.0, -256)
-        value = y * np.float64(self.ws)
+        value = y * float(self.ws)
         # bound sums: sum_h x_h * 2^(lq_h - 256) * (|w_h|, 1), heads left to right in float64
         sq = pow2_f64(self.lq - 256)
-        wabs = np.abs(self.w32).astype(np.float64)
+        wabs = xp.astype(xp.abs(self.w32), xp.float64)
         R = ar.weighted_heads(sq * wabs, a) * pk
         rho = ar.weighted_heads(sq, a) * pk
         c, n_eta = ar.qk_coeffs(opts.bound_model, groups=self.G, k_tiles=self.k_tiles, head_dim=self.D)
@@ -555,54 +622,47 @@ class _Group:
         Delta = ar.weighted_heads(sq, abs_sum) * (c * pk)
         D = D + n_eta * ar.ETA * ar.sum_heads(wabs)[:, None]
         Delta = Delta + n_eta * ar.ETA * self.H
-        bound = ar.decode_bound(R=R, D=D, rho=rho, Delta=Delta, value=value, ws=float(self.ws), heads=self.H)
+        bound = ar.decode_bound(R=R, D=D, rho=rho, Delta=Delta, value=value, ws=float(self.ws), heads=self.H, xp=xp)
         return value, bound
 
-    def _abs_sum(self, qp: np.ndarray, ig: np.ndarray, nk: np.ndarray, opts: Options) -> np.ndarray:
+    def _abs_sum(self, qp: Any, ig: Any, nk: Any, opts: Options) -> Any:
         """The qk model's absolute sum on the q' scale (float64 [Rb, H, Tc]): sum_g |I'_g|
         (fp32-groups), |q'| or sum_kt |tile| (exact), sum_d |q'_d k'_d| (any-order)."""
-        model = opts.bound_model
+        xp, model = self.xp, opts.bound_model
         if model == GROUPS:
-            gabs = np.abs(ig[0]).astype(np.float64)
+            gabs = xp.astype(xp.abs(ig[0]), xp.float64)
             for g in range(1, self.G):
-                gabs += np.abs(ig[g])
+                gabs += xp.abs(ig[g])
             return gabs
         if model == KSTEPS:
             if self.k_tiles == 1:
-                return np.abs(qp)
-            tabs = np.zeros(qp.shape)
+                return xp.abs(qp)
+            tabs = xp.zeros_like(qp)
             for kt in range(self.k_tiles):
-                tabs += np.abs(ig[STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)].astype(np.float64).sum(axis=0))
+                tabs += xp.abs(xp.sum(xp.astype(ig[STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)], xp.float64), axis=0))
             return tabs
-        Rb, H, Tc = qp.shape
-        dabs = np.zeros(qp.shape)
-        nk_abs = np.abs(nk)
-        part = np.empty((Rb * H, Tc), dtype=np.float32)
+        dabs = xp.zeros_like(qp)
+        ig_abs = self._dots(self.nq_abs, xp.abs(nk))
         for g in range(self.G):
-            np.matmul(self.nq_abs[g], nk_abs[:, g, :].T, out=part)
-            dabs += part.reshape(Rb, H, Tc)
+            dabs += ig_abs[g]
         return dabs
 
 
 # ---- helpers ------------------------------------------------------------------------------
 
 
-def _offsets(e: np.ndarray, excluded: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _offsets(e: Any, excluded: Any) -> tuple[Any, Any, Any]:
     """Per row of group exponents (last axis): (min, e - min clipped at 0, span), ignoring the
     excluded groups (zero-decoded or 0xFF bytes); all-excluded rows get min 127, span 0."""
-    big = np.int64(1 << 20)
-    lo = np.where(excluded, big, e).min(axis=-1)
-    hi = np.where(excluded, -big, e).max(axis=-1)
+    xp = X.namespace(e)
+    big = 1 << 20
+    lo = xp.min(xp.where(excluded, big, e), axis=-1)
+    hi = xp.max(xp.where(excluded, -big, e), axis=-1)
     empty = lo == big
-    lo = np.where(empty, 127, lo)
-    hi = np.where(empty, 127, hi)
-    off = np.where(excluded, 0, e - lo[..., None])
+    lo = xp.where(empty, 127, lo)
+    hi = xp.where(empty, 127, hi)
+    off = xp.where(excluded, 0, e - lo[..., None])
     return lo, off, hi - lo
-
-
-def _pow2_f32(k: np.ndarray) -> np.ndarray:
-    """2^k as float32 for 0 <= k <= 127 (exact, from bits)."""
-    return ((np.asarray(k, dtype=np.int64) + 127) << 23).astype(np.uint32).view(np.float32)
 
 
 @dataclass
