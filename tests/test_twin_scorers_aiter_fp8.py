@@ -1,5 +1,5 @@
-"""The torch twin of AITER's FP8 paged scorer (mxgate.twin.scorers.aiter_fp8) against the NumPy
-oracle (mxgate.oracle.scorers.aiter_fp8), byte for byte.
+"""One function, two namespaces: AITER's FP8 paged scorer (mxgate.oracle.scorers.aiter_fp8) on
+torch tensors against the same function on NumPy arrays, byte for byte.
 
 CPU part (CI): the conformance configs of ``test_fp8_decode`` (planar and preshuffle K cache,
 the same case builder and seeds) under both e4m3 variants and every qk_accum, head_order and
@@ -13,7 +13,7 @@ counts its cells; a mismatch names the seed, the config, the options and the fir
 cell.
 
 GPU part (``--device cuda``, marked ``gpu``): the same comparisons with tensors on the card, and
-one production-size call (64 rows, 64 heads, 2^15 tokens) against the oracle on the host.
+one production-size call (64 rows, 64 heads, 2^15 tokens) against NumPy on the host.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from mxgate.oracle import scorers as oracle_scorers  # noqa: E402
 from mxgate.oracle.scorers import aiter_fp8 as oracle_fp8  # noqa: E402
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS  # noqa: E402
 from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS, ScoredLogits  # noqa: E402
-from mxgate.twin.scorers import aiter_fp8 as twin_fp8  # noqa: E402
+from mxgate.twin import reference  # noqa: E402
 
 SEED = 20261215
 FP8_CONFIGS = AITER_CONFIGS[:3]  # test_fp8_decode's configs
@@ -84,13 +84,13 @@ def to_host(t: object) -> object:
 def same_bytes(field: str, want: np.ndarray | None, got: object, note: str, device: str) -> int:
     """Assert got (a tensor on device) holds want's bytes; -> the number of cells compared."""
     if want is None:
-        assert got is None, f"{note}: {field}: the oracle gives None, the twin {type(got).__name__}"
+        assert got is None, f"{note}: {field}: the oracle gives None, the tensor call {type(got).__name__}"
         return 0
-    assert isinstance(got, torch.Tensor), f"{note}: {field}: the twin gives {type(got).__name__}, not a tensor"
+    assert isinstance(got, torch.Tensor), f"{note}: {field}: the tensor call gives {type(got).__name__}, not a tensor"
     assert got.device.type == torch.device(device).type, f"{note}: {field} is on {got.device}, not {device}"
     g = to_host(got)
     assert g.dtype == want.dtype and g.shape == want.shape, \
-        f"{note}: {field}: oracle {want.dtype}{want.shape}, twin {g.dtype}{g.shape}"
+        f"{note}: {field}: oracle {want.dtype}{want.shape}, tensors {g.dtype}{g.shape}"
     if want.dtype == np.bool_:
         wb, gb = want, g
     else:
@@ -101,21 +101,21 @@ def same_bytes(field: str, want: np.ndarray | None, got: object, note: str, devi
         r, t = (int(i) for i in bad[0])
         show = (lambda x: str(bool(x))) if want.dtype == np.bool_ else (lambda x: hex(int(x)))
         raise AssertionError(f"{note}: {field} differs in {len(bad)} cells, first (row {r}, token {t}): "
-                             f"oracle {show(wb[r, t])} ({want[r, t]}), twin {show(gb[r, t])} ({g[r, t]})")
+                             f"oracle {show(wb[r, t])} ({want[r, t]}), tensors {show(gb[r, t])} ({g[r, t]})")
     return want.size
 
 
 def compare_scored(args: tuple, kwargs: dict, note: str, device: str) -> Counter:
-    """pa_mqa_logits_fp8_scored through the oracle and the twin -> cells compared per field."""
+    """pa_mqa_logits_fp8_scored on NumPy arrays and on tensors -> cells compared per field."""
     want = oracle_fp8.pa_mqa_logits_fp8_scored(*args, **kwargs)
-    got = twin_fp8.pa_mqa_logits_fp8_scored(*(to_torch(a, device) for a in args),
-                                            **{k: to_torch(v, device) for k, v in kwargs.items()})
-    assert isinstance(got, ScoredLogits), f"{note}: the twin gives {type(got).__name__}"
+    got = oracle_fp8.pa_mqa_logits_fp8_scored(*(to_torch(a, device) for a in args),
+                                              **{k: to_torch(v, device) for k, v in kwargs.items()})
+    assert isinstance(got, ScoredLogits), f"{note}: the tensor call gives {type(got).__name__}"
     assert (got.qk_accum, got.bound_model) == (want.qk_accum, want.bound_model), note
     counts = Counter()
     for field in ("value", "bound", "window", "emulated"):
         counts[field] += same_bytes(field, getattr(want, field), getattr(got, field), note, device)
-    # cells the twin takes from the oracle on the host: no finite bound, or a NaN result
+    # cells a device takes from NumPy on the host (a NaN result), and cells of no finite bound
     counts["no finite bound"] += int((np.isinf(want.bound) & want.window).sum())
     if want.emulated is not None:
         counts["NaN emulated"] += int((np.isnan(want.emulated) & want.window).sum())
@@ -131,10 +131,10 @@ def compare_emulated(args: tuple, kwargs: dict, note: str, device: str, with_out
         kwargs["out"] = np.full((rows, width), POISON_BITS, np.uint32).view(np.float32)
     want = oracle_fp8.pa_mqa_logits_fp8(*args, **kwargs)
     tkw = {k: to_torch(v, device) for k, v in kwargs.items()}
-    got = twin_fp8.pa_mqa_logits_fp8(*(to_torch(a, device) for a in args), **tkw)
+    got = oracle_fp8.pa_mqa_logits_fp8(*(to_torch(a, device) for a in args), **tkw)
     if with_out:
         assert want is kwargs["out"], "the oracle returns its out"
-        assert got is tkw["out"], f"{note}: the twin must return the out tensor it wrote"
+        assert got is tkw["out"], f"{note}: a tensor call must return the out tensor it wrote"
     return Counter(emulated=same_bytes("emulated", want, got, note, device))
 
 
@@ -353,13 +353,12 @@ BAD_SCORED = [
 
 def check_bad_call(make, scored: bool, device: str) -> str:
     k = make()
-    oracle_fn = oracle_fp8.pa_mqa_logits_fp8_scored if scored else oracle_fp8.pa_mqa_logits_fp8
-    twin_fn = twin_fp8.pa_mqa_logits_fp8_scored if scored else twin_fp8.pa_mqa_logits_fp8
+    fn = oracle_fp8.pa_mqa_logits_fp8_scored if scored else oracle_fp8.pa_mqa_logits_fp8
     with pytest.raises((TypeError, ValueError)) as want:
-        oracle_fn(**k)
+        fn(**k)
     with pytest.raises(want.type) as got:
-        twin_fn(**{name: to_torch(v, device) for name, v in k.items()})
-    assert str(got.value) == str(want.value), f"twin: {got.value!r}; oracle: {want.value!r}"
+        fn(**{name: to_torch(v, device) for name, v in k.items()})
+    assert str(got.value) == str(want.value), f"tensors: {got.value!r}; NumPy: {want.value!r}"
     return str(want.value)
 
 
@@ -419,14 +418,15 @@ def test_a_non_tensor_is_refused() -> None:
     k = {name: to_torch(v, "cpu") for name, v in _base_call().items()}
     k["kv_cache"] = k["kv_cache"].numpy()
     with pytest.raises(TypeError, match="kv_cache must be a torch tensor, got ndarray"):
-        twin_fp8.pa_mqa_logits_fp8(**k)
+        oracle_fp8.pa_mqa_logits_fp8(**k)
 
 
-def test_counterparts_name_every_oracle_function() -> None:
-    assert twin_fp8.COUNTERPARTS == {oracle_fp8.pa_mqa_logits_fp8: twin_fp8.pa_mqa_logits_fp8,
-                                     oracle_fp8.pa_mqa_logits_fp8_scored: twin_fp8.pa_mqa_logits_fp8_scored}
-    assert twin_fp8.COUNTERPARTS[ops.pa_mqa_logits_fp8_exact] is twin_fp8.pa_mqa_logits_fp8_scored
-    assert twin_fp8.COUNTERPARTS[oracle_scorers.pa_mqa_logits_fp8] is twin_fp8.pa_mqa_logits_fp8
+def test_the_gate_runs_the_oracle_itself() -> None:
+    """No separate torch counterpart: the gate's device reference is the oracle's function
+    (under every name the oracle exports it by)."""
+    for fn in (oracle_fp8.pa_mqa_logits_fp8, oracle_fp8.pa_mqa_logits_fp8_scored, ops.pa_mqa_logits_fp8_exact,
+               oracle_scorers.pa_mqa_logits_fp8):
+        assert fn not in reference.COUNTERPARTS
 
 
 # =============================================================================================
@@ -455,7 +455,7 @@ def test_gpu_fp8_mqa_logits_reference_calls() -> None:
 
 @pytest.mark.gpu
 def test_gpu_special_values() -> None:
-    """The CPU part's seeds and as many more: on the card the NaN cells' bits come from the host."""
+    """The CPU part's seeds and as many more: on the card the NaN cells' bits come from NumPy on the host."""
     total = Counter()
     for seed in SPECIAL_SEEDS + [SEED + 1000 + i for i in range(48)]:
         total += check_special(seed, GPU)
@@ -475,7 +475,7 @@ def test_gpu_bad_calls() -> None:
 @pytest.mark.gpu
 def test_gpu_production_size() -> None:
     """64 rows (16 batches x next_n 4), 64 heads, up to 2^15 tokens, ragged, with a few special
-    cells: the twin on the card against the oracle on the host, every field."""
+    cells: tensors on the card against NumPy on the host, every field."""
     seed = SEED + 7
     rng = rng_of(seed)
     lens = rng.integers(1 << 14, (1 << 15) + 1, size=16)

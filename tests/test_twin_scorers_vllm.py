@@ -1,6 +1,6 @@
-"""The twin of vLLM PR #42908's ROCm Triton scorers (mxgate.twin.scorers.vllm) against the
-NumPy oracle (mxgate.oracle.scorers.vllm), byte for byte: emulated float32, value and bound
-float64 and the window, NaN payloads included.
+"""One function, two namespaces: vLLM PR #42908's ROCm Triton scorers (mxgate.oracle.scorers.vllm)
+on torch tensors against the same functions on NumPy arrays, byte for byte: emulated float32,
+value and bound float64 and the window, NaN payloads included.
 
 CPU part (CI): the conformance configs of the FP4 paged scorer (its launch-knob and top-k
 cases too), the FP4 ragged scorer and the FP8 paged scorer with the conformance tests' builders
@@ -24,7 +24,6 @@ from hypothesis import HealthCheck, given, settings
 
 torch = pytest.importorskip("torch")
 
-from mxgate.twin import coverage  # noqa: E402  (profiles the twin models)
 from mxgate.conformance import test_vllm_conformance as conformance  # noqa: E402
 from mxgate.inputs import vllm as vc  # noqa: E402
 from mxgate.inputs.strategies import vllm_paged_params, vllm_ragged_params  # noqa: E402
@@ -35,8 +34,8 @@ from mxgate.oracle.scorers import ScoredLogits  # noqa: E402
 from mxgate.oracle.scorers import vllm as oracle_vllm  # noqa: E402
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS  # noqa: E402
 from mxgate.oracle.scorers.common import QK_MODELS  # noqa: E402
+from mxgate.twin import reference  # noqa: E402
 from mxgate.twin.reference import to_device  # noqa: E402
-from mxgate.twin.scorers import vllm as twin_vllm  # noqa: E402
 
 # the oracle's float32 cast of an overflowing qk (planted on purpose) warns
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
@@ -68,7 +67,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def compare(expected: ScoredLogits, actual: ScoredLogits, note: str, counts: Counter) -> None:
     """Every field byte for byte (NaN payloads included), the tags too; adds the cells and the
     window cells compared to ``counts``."""
-    assert isinstance(actual, ScoredLogits), f"{note}: the twin gives {type(actual).__name__}"
+    assert isinstance(actual, ScoredLogits), f"{note}: the tensor call gives {type(actual).__name__}"
     for field in FIELDS:
         e, a = getattr(expected, field), getattr(actual, field)
         if e is None:
@@ -82,7 +81,7 @@ def compare(expected: ScoredLogits, actual: ScoredLogits, note: str, counts: Cou
         if differ.any():
             r, t = np.argwhere(differ)[0]
             raise AssertionError(f"{note}: {field} differs in {int(differ.sum())} cells, first row {r} token {t}: "
-                                 f"twin {a[r, t]!r} (0x{int(_bits(a)[r, t]):x}), oracle {e[r, t]!r} "
+                                 f"tensors {a[r, t]!r} (0x{int(_bits(a)[r, t]):x}), oracle {e[r, t]!r} "
                                  f"(0x{int(_bits(e)[r, t]):x})")
         counts[f"{field} cells"] += e.size
     assert (actual.qk_accum, actual.bound_model) == (expected.qk_accum, expected.bound_model), note
@@ -94,18 +93,18 @@ def on(kwargs: dict, device: str) -> dict:
     return {k: to_device(v, device) for k, v in kwargs.items()}
 
 
-OPS = {  # op -> (oracle, twin)
-    "paged": (oracle_vllm.fp4_paged_logits_scored, twin_vllm.fp4_paged_logits_scored),
-    "ragged": (oracle_vllm.fp4_ragged_logits_scored, twin_vllm.fp4_ragged_logits_scored),
-    "fp8": (oracle_vllm.fp8_paged_logits_scored, twin_vllm.fp8_paged_logits_scored),
+OPS = {
+    "paged": oracle_vllm.fp4_paged_logits_scored,
+    "ragged": oracle_vllm.fp4_ragged_logits_scored,
+    "fp8": oracle_vllm.fp8_paged_logits_scored,
 }
 
 
 def check(op: str, kwargs: dict, note: str, counts: Counter, device: str = "cpu", **options) -> None:
-    """The oracle and the twin (on ``device``) on the same inputs and options, compared."""
-    oracle_fn, twin_fn = OPS[op]
-    expected = oracle_fn(**kwargs, **options)
-    compare(expected, twin_fn(**on(kwargs, device), **options), f"{op} {note} {options}", counts)
+    """The function on NumPy arrays and on tensors (on ``device``), same inputs and options, compared."""
+    fn = OPS[op]
+    expected = fn(**kwargs, **options)
+    compare(expected, fn(**on(kwargs, device), **options), f"{op} {note} {options}", counts)
 
 
 def report(counts: Counter, what: str) -> None:
@@ -284,7 +283,7 @@ def test_fp4_specials_reach_every_path() -> None:
         for op, kwargs in (("ragged", special_ragged(seed)), ("paged", special_paged(seed))):
             with mock.patch.object(oracle_vllm, "exact_cells", counted_exact), \
                     mock.patch.object(oracle_vllm, "nonfinite_weight_values", counted_nonfinite):
-                s = OPS[op][0](**kwargs)
+                s = OPS[op](**kwargs)
             w = s.window
             found["nan emulated"] += int(np.isnan(s.emulated[w]).sum())
             found["inf emulated"] += int(np.isinf(s.emulated[w]).sum())
@@ -297,7 +296,7 @@ def test_fp4_specials_reach_every_path() -> None:
     print(f"\nplanted specials reach: {dict(found)}")
 
 
-@pytest.mark.parametrize("profile", [n for n in profiles.names() if coverage.models(n)])
+@pytest.mark.parametrize("profile", profiles.names())
 def test_fp4_every_profile(profile: str) -> None:
     """Both FP4 scorers under every registered profile, by name, on a specials case."""
     counts = Counter()
@@ -328,10 +327,9 @@ def test_emulated_forms(emulated_only: bool) -> None:
     seed = SEED + 300 + int(emulated_only)
     counts = Counter()
     for op, kwargs in (("paged", special_paged(seed)), ("ragged", special_ragged(seed))):
-        oracle_fn, twin_fn = ((oracle_vllm.fp4_paged_logits, twin_vllm.fp4_paged_logits) if op == "paged"
-                              else (oracle_vllm.fp4_ragged_logits, twin_vllm.fp4_ragged_logits))
+        fn = oracle_vllm.fp4_paged_logits if op == "paged" else oracle_vllm.fp4_ragged_logits
         options = {} if emulated_only else dict(head_order="pairwise", profile=BYTE0_ZERO)
-        want, got = oracle_fn(**kwargs, **options), twin_fn(**on(kwargs, "cpu"), **options)
+        want, got = fn(**kwargs, **options), fn(**on(kwargs, "cpu"), **options)
         assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
         assert np.array_equal(_bits(want), _bits(_np(got))), f"{op} seed {seed} {options}: emulated differs"
         counts["emulated cells"] += want.size
@@ -344,7 +342,8 @@ def test_paged_limits() -> None:
         B, nn = int(rng.integers(1, 5)), int(rng.integers(1, 5))
         lens = rng.integers(-4, 40, size=(B, nn) if trial % 2 else B).astype(np.int32)
         want = oracle_vllm.paged_limits(lens, B, nn, 30)
-        got = twin_vllm.paged_limits(to_device(lens, "cpu"), B, nn, 30)
+        got = oracle_vllm.paged_limits(to_device(lens, "cpu"), B, nn, 30)
+        assert isinstance(got, torch.Tensor)
         assert np.array_equal(want, _np(got)), f"seed {SEED + 400} trial {trial}: {_np(got)} != {want}"
 
 
@@ -481,26 +480,24 @@ BAD = _bad_calls()
 @pytest.mark.parametrize("index", range(len(BAD)), ids=[b[0] for b in BAD])
 def test_errors_are_the_oracles(index: int) -> None:
     label, op, kwargs, options = BAD[index]
-    oracle_fn, twin_fn = OPS[op]
+    fn = OPS[op]
     with pytest.raises((TypeError, ValueError)) as want:
-        oracle_fn(**kwargs, **options)
+        fn(**kwargs, **options)
     with pytest.raises(want.type) as got:
-        twin_fn(**on(kwargs, "cpu"), **options)
-    assert str(got.value) == str(want.value), f"{label} (seed {SEED + 700}): twin says {got.value!r}"
+        fn(**on(kwargs, "cpu"), **options)
+    assert str(got.value) == str(want.value), f"{label} (seed {SEED + 700}): on tensors {got.value!r}"
 
 
-def test_twin_takes_tensors_on_one_device() -> None:
+def test_tensors_all_on_one_device() -> None:
     kwargs = vc.fp4_ragged_case(SEED + 800, 3, 20, 16).kwargs
     with pytest.raises(TypeError, match="k_fp4 must be a torch tensor"):
-        twin_vllm.fp4_ragged_logits_scored(**{**on(kwargs, "cpu"), "k_fp4": kwargs["k_fp4"]})
+        oracle_vllm.fp4_ragged_logits_scored(**{**on(kwargs, "cpu"), "k_fp4": kwargs["k_fp4"]})
 
 
-def test_counterparts_cover_the_oracle_module() -> None:
-    public = {name for name in dir(oracle_vllm) if name.endswith("_logits") or name.endswith("_logits_scored")}
-    mapped = {f.__name__ for f in twin_vllm.COUNTERPARTS}
-    assert public <= mapped and "paged_limits" in mapped
-    for oracle_fn, twin_fn in twin_vllm.COUNTERPARTS.items():
-        assert getattr(oracle_vllm, oracle_fn.__name__) is oracle_fn and twin_fn.__name__ == oracle_fn.__name__
+def test_the_gate_runs_the_oracle_itself() -> None:
+    """No separate torch counterpart: the gate's device reference is the oracle's function."""
+    public = [getattr(oracle_vllm, n) for n in dir(oracle_vllm) if n.endswith(("_logits", "_logits_scored"))]
+    assert public and not any(f in reference.COUNTERPARTS for f in public + [oracle_vllm.paged_limits])
 
 
 # ---- GPU -------------------------------------------------------------------------------------
@@ -531,7 +528,7 @@ def test_gpu_specials_profiles_and_options() -> None:
                        profile=FP4_PROFILES[seed % 2])
         check("ragged", special_ragged(seed), f"specials seed {seed}", counts, GPU, **options)
         check("paged", special_paged(seed), f"specials seed {seed}", counts, GPU, **options)
-    for profile in [n for n in profiles.names() if coverage.models(n)]:
+    for profile in profiles.names():
         check("ragged", special_ragged(SEED + 100, rows=4, tokens=24, heads=16), f"seed {SEED + 100}", counts, GPU,
               profile=profile)
         check("paged", special_paged(SEED + 101, batch=2, next_n=2, max_ctx=24), f"seed {SEED + 101}", counts, GPU,
@@ -550,7 +547,7 @@ def test_gpu_specials_profiles_and_options() -> None:
 @pytest.mark.gpu
 def test_gpu_production_size() -> None:
     """Thousands of tokens, 64 heads: each scorer once, the ragged one at 64 rows x 64 heads x
-    2^16 tokens (the size the twin's chunking is for); the oracle on the host."""
+    2^16 tokens (the size the device passes are for); NumPy on the host."""
     import time
 
     counts = Counter()
@@ -560,16 +557,16 @@ def test_gpu_production_size() -> None:
               {"profile": qv.profile(SCORER_PROFILE)}),
              ("fp8", vc.fp8_paged_case(seed + 2, 8, 4, 64, 8192, block_size=64), {})]
     for op, case, options in cases:
-        oracle_fn, twin_fn = OPS[op]
+        fn = OPS[op]
         start = time.perf_counter()
-        expected = oracle_fn(**case.kwargs, **options)
+        expected = fn(**case.kwargs, **options)
         host_s = time.perf_counter() - start
         inputs = on(case.kwargs, GPU)
         start = time.perf_counter()
-        actual = twin_fn(**inputs, **options)
+        actual = fn(**inputs, **options)
         torch.cuda.synchronize()
         device_s = time.perf_counter() - start
         compare(expected, actual, f"{op} production seed {case.seed}", counts)
         print(f"\n{op} seed {case.seed}: {int(expected.window.sum()):,} in-window cells, oracle {host_s:.1f} s on the "
-              f"host, twin {device_s:.1f} s on {GPU}")
+              f"host, {device_s:.1f} s on {GPU}")
     report(counts, f"production size on {GPU}")

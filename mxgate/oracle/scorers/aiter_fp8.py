@@ -17,12 +17,18 @@ Bound (any head order, qk model as for FP4):
 The head order of the shipped kernels (a Triton/Gluon reduction tree) is unverified: the
 emulated form follows ``head_order`` (default "sequential") and other orders are judged
 against the bound.
+
+One code for NumPy arrays and tensors (``mxgate.oracle.xp``), the results on the inputs'
+device. The only bits a device may give otherwise are NaN payloads (x86 NumPy keeps an
+operand's, a GPU gives its canonical NaN): the cells whose emulated result or value is NaN
+are recomputed on the host, from the codes, by the same ``score_chunk`` on NumPy arrays.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,12 +39,13 @@ from mxgate.oracle.scorers import arithmetic as ar
 from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_parts, weighted_sum_f64, head_sum
 from mxgate.oracle.scorers.common import GROUPS, KSTEPS, QK_ACCUM, QK_MODELS, ScoredLogits
+from mxgate.oracle.xp import device, ieee_quiet, is_numpy, namespace, to_numpy
 
-# (public: the torch twin reads them) smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz), and the
-# largest e4m3 magnitude in units of it
+# smallest e4m3 subnormal 2^-9 (fn) / 2^-10 (fnuz), and the largest e4m3 magnitude in units of it
 LSB = {"fn": 9, "fnuz": 10}
 MAX_INT = {"fn": 448 * 512, "fnuz": 240 * 1024}
-CELLS_PER_CHUNK = 1 << 18
+CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per NumPy chunk: temporaries stay in cache
+DEVICE_CELLS = 1 << 22  # per pass in another namespace: float64 temporaries of 32 MB each
 
 
 def pa_mqa_logits_fp8(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
@@ -69,29 +76,29 @@ def pa_mqa_logits_fp8_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: n
                   None, qk_accum, head_order, bound_model, emulate=emulate, with_bound=True, launch=launch)
 
 
-def _codes(x: object, name: str) -> np.ndarray:
+def _codes(x: object, name: str) -> Any:
     a = v.array(x, name)
-    if a.dtype == np.uint8:
+    if v.dtype_name(a) == "uint8":
         return a
-    if a.dtype.itemsize == 1 and "float8" in str(a.dtype):  # ml_dtypes float8 arrays
-        return a.view(np.uint8)
-    raise TypeError(f"{name} must be uint8 e4m3 codes or an ml_dtypes float8 array, got {a.dtype}")
+    if "float8" in v.dtype_name(a):  # ml_dtypes float8 arrays, torch float8 tensors
+        return a.view(namespace(a).uint8)
+    raise TypeError(f"{name} must be uint8 e4m3 codes or an ml_dtypes float8 array, got {v.dtype_name(a)}")
 
 
 @dataclass(frozen=True)
 class Fp8Call:
     """One checked call: the arguments in the shapes the scorer computes with."""
 
-    q: np.ndarray  # uint8 codes [rows, H, D]
-    kv: np.ndarray  # uint8 [num_blocks, block_size, D+4]
-    weights: np.ndarray  # float32 [rows, H]
+    q: Any  # uint8 codes [rows, H, D]
+    kv: Any  # uint8 [num_blocks, block_size, D+4]
+    weights: Any  # float32 [rows, H]
     context_lens: np.ndarray  # int64 [B]
     block_tables: np.ndarray  # int64 [B, max_blocks]
     next_n: int
     width: int  # max_seq_len
     end: np.ndarray  # int64 [rows]: the row's window is [0, end)
     layout: layouts.Layout
-    out: np.ndarray | None
+    out: Any | None
     variant: str
     qk_accum: str
     head_order: str
@@ -104,8 +111,11 @@ def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, con
                variant: str, out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str,
                emulate: bool, launch: dict) -> Fp8Call:
     """Every argument check of the scorer, in order. The checks read only shapes and dtypes of
-    q_fp8, kv_cache, weights and out, and the values of context_lens and block_tables, so the
-    torch twin (mxgate.twin.scorers.aiter_fp8) runs them on shape-only stand-ins."""
+    q_fp8, kv_cache, weights and out, and the values of context_lens and block_tables (on the
+    host). Tensors: all on one device."""
+    large = dict(q_fp8=q_fp8, kv_cache=kv_cache, weights=weights)
+    v.one_device({**large, "out": out} if out is not None else large, "q_fp8",
+                 dict(context_lens=context_lens, block_tables=block_tables))
     unknown = sorted(set(launch) - {"ChunkK", "ChunkQ", "KVBlockSize", "WavePerEU", "Preshuffle", "TotalCuCount"})
     if unknown:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}")
@@ -120,13 +130,14 @@ def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, con
     if next_n is not None:
         next_n = v.integer(next_n, "next_n", minimum=1)
     q = _codes(q_fp8, "q_fp8")
+    xp = namespace(q)
     if q.ndim == 4:
         if next_n is not None and next_n != q.shape[1]:
             raise ValueError(f"next_n={next_n} does not match q_fp8.shape[1]={q.shape[1]}")
         next_n = q.shape[1]
-        q = q.reshape(q.shape[0] * q.shape[1], q.shape[2], q.shape[3])
+        q = xp.reshape(q, (q.shape[0] * q.shape[1], q.shape[2], q.shape[3]))
     elif q.ndim != 3:
-        raise ValueError(f"q_fp8 must have shape [B, next_n, H, D] or [B*next_n, H, D], got {q.shape}")
+        raise ValueError(f"q_fp8 must have shape [B, next_n, H, D] or [B*next_n, H, D], got {tuple(q.shape)}")
     elif next_n is None:
         raise TypeError("next_n must be given for a 3-D q_fp8 [B*next_n, H, D]")
     rows, H, D = q.shape
@@ -134,10 +145,10 @@ def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, con
         raise ValueError(f"head_dim must be a positive multiple of {GROUP}, got {D}")
     kv = v.uint8(kv_cache, "kv_cache")
     if kv.ndim == 4 and kv.shape[2] == 1:
-        kv = kv.reshape(kv.shape[0], kv.shape[1], kv.shape[3])
+        kv = xp.reshape(kv, (kv.shape[0], kv.shape[1], kv.shape[3]))
     if kv.ndim != 3 or kv.shape[2] != D + 4:
         raise ValueError(f"kv_cache must have shape [num_blocks, block_size, D+4] = [*, *, {D + 4}] "
-                         f"(or [num_blocks, block_size, 1, D+4]), got {kv_cache.shape}")
+                         f"(or [num_blocks, block_size, 1, D+4]), got {tuple(kv_cache.shape)}")
     num_blocks, bsz = kv.shape[0], kv.shape[1]
     kvb = launch.get("KVBlockSize")
     if kvb is not None and v.integer(kvb, "KVBlockSize") != bsz:
@@ -145,8 +156,8 @@ def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, con
     layout = layouts.get("aiter-fp8-kv-preshuffle" if preshuffle else "aiter-fp8-kv")
     layout.dims(num_blocks=num_blocks, block_size=bsz, head_dim=D)  # preshuffle checks
     w = v.float32(weights, "weights")
-    if w.shape != (rows, H):
-        raise ValueError(f"weights must have shape ({rows}, {H}) ([rows, H]) float32, got {w.shape}")
+    if tuple(w.shape) != (rows, H):
+        raise ValueError(f"weights must have shape ({rows}, {H}) ([rows, H]) float32, got {tuple(w.shape)}")
     ctx = v.integers(context_lens, "context_lens", 1)
     bt = v.integers(block_tables, "block_tables", 2)
     B = ctx.shape[0]
@@ -175,107 +186,137 @@ def check_call(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, con
     return Fp8Call(q, kv, w, ctx, bt, nn, width, end, layout, o, variant, qk_accum, head_order, bound_model, emulate)
 
 
-def _score(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np.ndarray, context_lens: np.ndarray,
-           block_tables: np.ndarray, max_seq_len: int | None, next_n: int | None, preshuffle: bool, variant: str,
-           out: np.ndarray | None, qk_accum: str, head_order: str, bound_model: str, *, emulate: bool, with_bound: bool,
-           launch: dict) -> ScoredLogits:
+def _score(q_fp8: Any, kv_cache: Any, weights: Any, context_lens: Any, block_tables: Any, max_seq_len: int | None,
+           next_n: int | None, preshuffle: bool, variant: str, out: Any | None, qk_accum: str, head_order: str,
+           bound_model: str, *, emulate: bool, with_bound: bool, launch: dict) -> ScoredLogits:
     c = check_call(q_fp8, kv_cache, weights, context_lens, block_tables, max_seq_len, next_n, preshuffle, variant,
                    out, qk_accum, head_order, bound_model, emulate, launch)
     q, kv, w, ctx, bt, nn, width, end, layout, o = (c.q, c.kv, c.weights, c.context_lens, c.block_tables, c.next_n,
                                                      c.width, c.end, c.layout, c.out)
+    xp, dev = namespace(q, kv, w), device(q)
     emulate = c.emulate
     rows, H, D = q.shape
     num_blocks, bsz = kv.shape[0], kv.shape[1]
     B = ctx.shape[0]
-    window = (np.arange(width)[None, :] < end[:, None])
-    emu = (o if o is not None else np.full((rows, width), -np.inf, np.float32)) if emulate else None
-    value = np.full((rows, width), -np.inf) if with_bound else None
-    bound = np.zeros((rows, width)) if with_bound else None
-    qv = oracle.decode_e4m3(q, c.variant).astype(np.float64)  # [rows, H, D]
+    window = xp.arange(width, device=dev)[None, :] < xp.asarray(end, device=dev)[:, None]
+    full = (rows, width)
+    emu = (o if o is not None else xp.full(full, -np.inf, dtype=xp.float32, device=dev)) if emulate else None
+    value = xp.full(full, -np.inf, dtype=xp.float64, device=dev) if with_bound else None
+    bound = xp.zeros(full, dtype=xp.float64, device=dev) if with_bound else None
+    qv = xp.astype(oracle.decode_e4m3(q, c.variant), xp.float64)  # [rows, H, D]
+    cells = CELLS_PER_CHUNK if is_numpy(xp) else DEVICE_CELLS
     for b in range(B):
         T = int(ctx[b])
         if T == 0:
             continue
         t = np.arange(T)
         slots = bt[b, t // bsz] * bsz + t % bsz
-        data, ks = layout.gather(kv, slots=slots, num_blocks=num_blocks, block_size=bsz, head_dim=D)
-        kvals = oracle.decode_e4m3(data, c.variant).astype(np.float64)  # [T, D]
+        data, ks = layout.gather(kv, slots=xp.asarray(slots, device=dev), num_blocks=num_blocks, block_size=bsz,
+                                 head_dim=D)
+        kvals = xp.astype(oracle.decode_e4m3(data, c.variant), xp.float64)  # [T, D]
         r0 = b * nn
-        chunk = max(64, CELLS_PER_CHUNK // (nn * H))
+        chunk = max(64, cells // (nn * H))
         for lo in range(0, T, chunk):  # token chunks keep temporaries in cache
             hi = min(lo + chunk, T)
             res = score_chunk(qv[r0:r0 + nn], kvals[lo:hi], ks[lo:hi], w[r0:r0 + nn], c.variant, c.qk_accum,
                               c.head_order, c.bound_model, emulate, with_bound)
             win = window[r0:r0 + nn, lo:hi]
-            for i in range(nn):
-                m = win[i]
-                cols = np.arange(lo, hi)[m]
-                if emulate:
-                    emu[r0 + i, cols] = res[0][i, m]
-                if with_bound:
-                    value[r0 + i, cols] = res[1][i, m]
-                    bound[r0 + i, cols] = res[2][i, m]
+            if not is_numpy(xp):
+                res = _nan_cells_on_host(res, win, q[r0:r0 + nn], data[lo:hi], ks[lo:hi], w[r0:r0 + nn], c)
+            ir, it = xp.nonzero(win)
+            for target, got in zip((emu, value, bound), res):
+                if target is not None:
+                    target[r0 + ir, lo + it] = got[ir, it]
     if not with_bound:
         return ScoredLogits(None, None, window, emu, c.qk_accum, c.bound_model)  # type: ignore[arg-type]
     return ScoredLogits(value, bound, window, emu, c.qk_accum, c.bound_model)
 
 
-def score_chunk(qv: np.ndarray, kv: np.ndarray, ks: np.ndarray, w: np.ndarray, variant: str, qk_accum: str,
-                head_order: str, bound_model: str, emulate: bool, with_bound: bool
-                ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+def _nan_cells_on_host(res: tuple[Any, Any, Any], win: Any, q: Any, codes: Any, ks: Any, w: Any,
+                       c: Fp8Call) -> tuple[Any, Any, Any]:
+    """A device chunk's results with every window cell whose emulated result or value is NaN
+    replaced by NumPy's ``score_chunk`` of its token, from the codes decoded on the host (a
+    device's NaN payloads are its own)."""
+    xp, dev = namespace(win), device(win)
+    special = xp.zeros(win.shape, dtype=xp.bool, device=dev)
+    for got in res[:2]:
+        if got is not None:
+            special |= xp.isnan(got)
+    cols_h = np.flatnonzero(to_numpy(xp.any(special & win, axis=0)))
+    if not cols_h.size:
+        return res
+    cols = xp.asarray(cols_h, device=dev)
+    qv = oracle.decode_e4m3(to_numpy(q), c.variant).astype(np.float64)
+    kv = oracle.decode_e4m3(to_numpy(codes)[cols_h], c.variant).astype(np.float64)
+    host = score_chunk(qv, kv, to_numpy(ks)[cols_h], to_numpy(w), c.variant, c.qk_accum, c.head_order,
+                       c.bound_model, c.emulate, res[1] is not None)
+    sel = special[:, cols]
+    out = []
+    for mine, got in zip(res, host):
+        if mine is not None:
+            mine[:, cols] = xp.where(sel, xp.asarray(got, device=dev), mine[:, cols])
+        out.append(mine)
+    return out[0], out[1], out[2]
+
+
+def score_chunk(qv: Any, kv: Any, ks: Any, w: Any, variant: str, qk_accum: str, head_order: str, bound_model: str,
+                emulate: bool, with_bound: bool) -> tuple[Any | None, Any | None, Any | None]:
     """qv float64 [n, H, D], kv float64 [Tc, D], ks float32 [Tc], w float32 [n, H]
     -> (emulated float32 [n, Tc], value, bound). Every cell depends on its own row and token
-    only, so the torch twin calls this on the host for just its special cells (NaN results,
-    non-finite scales or weights) and patches them into its device result."""
+    only."""
+    xp = namespace(qv, kv, ks, w)
     n, H, D = qv.shape
     Tc = kv.shape[0]
     G = D // GROUP
-    with np.errstate(all="ignore"):
-        parts = np.stack([(qv[:, :, g * GROUP:(g + 1) * GROUP].reshape(n * H, GROUP) @ kv[:, g * GROUP:(g + 1) * GROUP].T)
-                          .reshape(n, H, Tc) for g in range(G)])  # each exact
-        qk = parts.sum(axis=0)  # exact: all partial sums are multiples of 2^-20 below 2^43
+    with ieee_quiet(xp):
+        parts = xp.stack([xp.reshape(ar.exact_matmul(xp.reshape(qv[:, :, g * GROUP:(g + 1) * GROUP], (n * H, GROUP)),
+                                                     kv[:, g * GROUP:(g + 1) * GROUP].T), (n, H, Tc))
+                          for g in range(G)])  # each exact
+        qk = xp.sum(parts, axis=0)  # exact: all partial sums are multiples of 2^-20 below 2^43
         emu = None
         if emulate:
             if qk_accum == KSTEPS:
-                qk32 = qk.astype(np.float32)
+                qk32 = xp.astype(qk, xp.float32)
             else:
-                qk32 = np.zeros((n, H, Tc), dtype=np.float32)
+                qk32 = xp.zeros((n, H, Tc), dtype=xp.float32, device=device(qv))
                 for g in range(G):
-                    qk32 += parts[g].astype(np.float32)
-            o = (qk32 + np.float32(0.0)) * ks[None, None, :]
-            relu = np.maximum(o, np.float32(0.0)) + np.float32(0.0)
+                    qk32 += xp.astype(parts[g], xp.float32)
+            o = (qk32 + 0.0) * ks[None, None, :]
+            relu = xp.maximum(o, 0.0) + 0.0
             emu = head_sum(relu * w[:, :, None], head_order)
         if not with_bound:
             return emu, None, None
         lsb = LSB[variant]
-        nan = np.isnan(qk)
-        sgn = np.sign(ks).astype(np.float64)  # relu(ks qk) = |ks| relu(sgn(ks) qk)
-        a = np.maximum(np.where(nan, 0.0, qk) * sgn[None, None, :] * math.ldexp(1.0, 2 * lsb), 0.0)  # integers
+        nan = xp.isnan(qk)
+        # relu(ks qk) = |ks| relu(sgn(ks) qk); a NaN scale takes 0 (its cells are evaluated below)
+        sgn = xp.where(ks > 0, 1.0, xp.where(ks < 0, -1.0, 0.0))
+        sgn = xp.astype(sgn, xp.float64)
+        a = xp.maximum(xp.where(nan, 0.0, qk) * sgn[None, None, :] * math.ldexp(1.0, 2 * lsb), 0.0)  # integers
         a_bits = (D * MAX_INT[variant] ** 2).bit_length()  # |qk| * 2^(2 lsb) <= D * max_int^2
         mw, fw, wfin = f32_parts(w)
         y = weighted_sum_f64(a, a_bits, mw, fw) * math.ldexp(1.0, -2 * lsb)
-        aks = np.abs(ks.astype(np.float64))
+        aks = xp.abs(xp.astype(ks, xp.float64))
         value = y * aks[None, :]
-        bad_cell = nan.any(axis=1) | ~np.isfinite(ks)[None, :] | ~wfin.all(axis=1)[:, None]
-        if bad_cell.any():  # IEEE float64 evaluation: NaN / Inf as the arithmetic gives
-            naive = ar.sum_heads(np.maximum(qk * ks[None, None, :].astype(np.float64), 0.0) * w[:, :, None], axis=1)
-            naive = np.where(nan.any(axis=1), np.nan, naive)
-            value = np.where(bad_cell, naive, value)
+        bad_cell = xp.any(nan, axis=1) | ~xp.isfinite(ks)[None, :] | ~xp.all(wfin, axis=1)[:, None]
+        if bool(xp.any(bad_cell)):  # IEEE float64 evaluation: NaN / Inf as the arithmetic gives
+            naive = ar.sum_heads(xp.maximum(qk * xp.astype(ks, xp.float64)[None, None, :], 0.0) * w[:, :, None], axis=1)
+            naive = xp.where(xp.any(nan, axis=1), np.nan, naive)
+            value = xp.where(bad_cell, naive, value)
         r = a * math.ldexp(1.0, -2 * lsb) * aks[None, None, :]
-        wabs = np.abs(w.astype(np.float64))
+        wabs = xp.abs(xp.astype(w, xp.float64))
         if bound_model == GROUPS:
-            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=np.abs(parts).sum(axis=0), groups=G,
+            delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=xp.sum(xp.abs(parts), axis=0), groups=G,
                                 tile_abs=None, k_tiles=1, dim_abs=None, head_dim=D)
         elif bound_model == KSTEPS:
-            delta = ar.qk_delta(bound_model, qk_abs=np.abs(qk), group_abs=None, groups=G, tile_abs=None,
+            delta = ar.qk_delta(bound_model, qk_abs=xp.abs(qk), group_abs=None, groups=G, tile_abs=None,
                                 k_tiles=1, dim_abs=None, head_dim=D)
         else:
-            dabs = (np.abs(qv).reshape(n * H, D) @ np.abs(kv).T).reshape(n, H, Tc)
+            dabs = xp.reshape(ar.exact_matmul(xp.reshape(xp.abs(qv), (n * H, D)), xp.abs(kv).T), (n, H, Tc))
             delta = ar.qk_delta(bound_model, qk_abs=None, group_abs=None, groups=G, tile_abs=None, k_tiles=1,
                                 dim_abs=dabs, head_dim=D)
-        delta_o = aks[None, None, :] * (1 + ar.U) * delta + ar.U * aks[None, None, :] * np.abs(qk) + ar.ETA
+        delta_o = aks[None, None, :] * (1 + ar.U) * delta + ar.U * aks[None, None, :] * xp.abs(qk) + ar.ETA
         R = ar.weighted_heads(wabs, r)  # left to right over heads, no BLAS or pairwise order
-        Do = ar.weighted_heads(wabs, np.where(nan, 0.0, delta_o))
+        Do = ar.weighted_heads(wabs, xp.where(nan, 0.0, delta_o))
         bound = ar.fp8_bound(R=R, Do=Do, value=value, heads=H, scale=R + Do)
-        bound = np.where(bad_cell, np.inf, bound)
+        bound = xp.where(bad_cell, np.inf, bound)
     return emu, value, bound

@@ -8,12 +8,14 @@ naming the argument, in the "<name> must ..." form used across mxgate.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 # the shared checks; the scorers call flag, allocation and shown through this module (v.flag)
-from mxgate.oracle.arguments import allocation, flag, integer, real, shown  # noqa: F401
+from mxgate.oracle.arguments import allocation, flag, integer, is_tensor, real, shown  # noqa: F401
 from mxgate.oracle.arguments import choice as _choice
+from mxgate.oracle.xp import device, namespace, to_numpy
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.geometry import KV_BLOCK, TILE_K
 
@@ -50,7 +52,8 @@ class ScoredLogits:
     window:   bool, the cells the kernel writes.
     emulated: float32 emulated order (-inf outside the window), or None when not asked for.
 
-    A backend's output is judged against it by ``mxgate.conformance.judge.compare_logits``.
+    NumPy arrays for NumPy inputs; tensors on the inputs' device for tensor inputs. A backend's
+    output is judged against it by ``mxgate.conformance.judge.compare_logits``.
     """
 
     value: np.ndarray
@@ -61,31 +64,47 @@ class ScoredLogits:
     bound_model: str = GROUPS
 
 
-def array(x: object, name: str) -> np.ndarray:
-    if not isinstance(x, np.ndarray):
+def array(x: object, name: str) -> Any:
+    """A NumPy array or a tensor (tensors are checked by the same rules, dtypes by name)."""
+    if not isinstance(x, np.ndarray) and not is_tensor(x):
         raise TypeError(f"{name} must be a numpy array, got {type(x).__name__}")
     return x
 
 
-def uint8(x: object, name: str) -> np.ndarray:
+def dtype_name(a: Any) -> str:
+    """The dtype as NumPy spells it (a tensor's without the ``torch.`` prefix)."""
+    return str(a.dtype).removeprefix("torch.")
+
+
+def uint8(x: object, name: str) -> Any:
     a = array(x, name)
-    if a.dtype != np.uint8:
-        raise TypeError(f"{name} must have dtype uint8, got {a.dtype}")
+    if dtype_name(a) != "uint8":
+        raise TypeError(f"{name} must have dtype uint8, got {dtype_name(a)}")
     return a
 
 
+_INTEGER_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
 def integers(x: object, name: str, ndim: int) -> np.ndarray:
+    """Index-like integers (lengths, block tables): their values are read on the host, so a
+    tensor comes back as an int64 NumPy array."""
     a = array(x, name)
-    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
-        raise TypeError(f"{name} must have an integer dtype (int32), got {a.dtype}")
+    if dtype_name(a) not in _INTEGER_DTYPES:
+        raise TypeError(f"{name} must have an integer dtype (int32), got {dtype_name(a)}")
     if a.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
-    return a.astype(np.int64)
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(a.shape)}")
+    return to_numpy(a).astype(np.int64)
 
 
-def bf16_bits(x: object, name: str) -> np.ndarray:
-    """bf16 given as ml_dtypes.bfloat16 or raw uint16 bit patterns -> uint16 bits."""
+def bf16_bits(x: object, name: str) -> Any:
+    """bf16 given as ml_dtypes.bfloat16 or raw uint16 bit patterns (a tensor: bfloat16 or
+    uint16) -> uint16 bits (a tensor's as int16 with the same bits)."""
     a = array(x, name)
+    if is_tensor(a):
+        if dtype_name(a) in ("bfloat16", "uint16"):
+            return a.view(namespace(a).int16)
+        raise TypeError(f"{name} must be bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), got {dtype_name(a)}")
     if _BF16 is not None and a.dtype == _BF16:
         return a.view(np.uint16)
     if a.dtype == np.uint16:
@@ -93,10 +112,10 @@ def bf16_bits(x: object, name: str) -> np.ndarray:
     raise TypeError(f"{name} must be bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), got {a.dtype}")
 
 
-def float32(x: object, name: str) -> np.ndarray:
+def float32(x: object, name: str) -> Any:
     a = array(x, name)
-    if a.dtype != np.float32:
-        raise TypeError(f"{name} must have dtype float32, got {a.dtype}")
+    if dtype_name(a) != "float32":
+        raise TypeError(f"{name} must have dtype float32, got {dtype_name(a)}")
     return a
 
 
@@ -193,21 +212,39 @@ def block_coverage(block_tables: np.ndarray, batch_of_row: np.ndarray, first: np
                              f"[0, {num_blocks}) (num_blocks = kv_cache.size(0))")
 
 
-def out_buffer(out: object, rows: int, width: int, name: str = "out") -> np.ndarray:
+def out_buffer(out: object, rows: int, width: int, name: str = "out") -> Any:
     o = float32(out, name)
-    if o.shape != (rows, width):
-        raise ValueError(f"{name} must have shape ({rows}, {width}) ([rows, max_seq_len]), got {o.shape}")
-    if not (o.flags.c_contiguous and o.flags.writeable):
+    if tuple(o.shape) != (rows, width):
+        raise ValueError(f"{name} must have shape ({rows}, {width}) ([rows, max_seq_len]), got {tuple(o.shape)}")
+    writable = o.is_contiguous() if is_tensor(o) else o.flags.c_contiguous and o.flags.writeable
+    if not writable:
         raise ValueError(f"{name} must be C-contiguous and writeable (written in place)")
     return o
 
 
 def seq_len(max_seq_len: object, out: object) -> int:
     if max_seq_len is None:
-        if isinstance(out, np.ndarray) and out.ndim == 2:
+        if (isinstance(out, np.ndarray) or is_tensor(out)) and out.ndim == 2:
             return out.shape[1]
         raise TypeError("max_seq_len must be given (or out, whose width it is)")
     return positive_int(max_seq_len, "max_seq_len", minimum=0)
+
+
+def one_device(large: dict[str, object], first: str, small: dict[str, object] | None = None) -> Any:
+    """The device of ``first`` (None for a NumPy call). Once a large argument is a tensor, every
+    large one must be (the scorer computes on them), and every tensor must be on one device;
+    the small ones (lengths, tables) may be host arrays."""
+    if not any(is_tensor(a) for a in large.values()):
+        return None
+    for name, a in large.items():
+        if not is_tensor(a):
+            raise TypeError(f"{name} must be a torch tensor, got {type(a).__name__}")
+    devices = {name: device(a) for name, a in {**large, **(small or {})}.items() if is_tensor(a)}
+    want = devices.get(first, next(iter(devices.values())))
+    for name, dev in devices.items():
+        if dev != want:
+            raise ValueError(f"{name} must be on the device of {first} ({want}), got {dev}")
+    return want
 
 
 def choice(value: object, name: str, choices: tuple[str, ...]) -> str:

@@ -30,8 +30,13 @@ e8m0 byte 0 decodes per the profile (2^-127, or 0 under byte0 "zero"); byte 255 
 cell NaN with no finite bound (the interpreter propagates it, a compiled relu may drop it).
 Cells whose exponent span is too wide for the float64 fast path are computed with Python
 integers (``exact_cells``). The argument checks (``check_fp4_paged``, ``check_fp4_ragged``,
-``check_fp8_paged``) read only shapes and dtypes of the large arrays, so the torch twin
-(mxgate.twin.scorers.vllm) runs them on stand-ins.
+``check_fp8_paged``) read only shapes and dtypes of the large arrays.
+
+One code for NumPy arrays and tensors (``mxgate.oracle.xp``): the results lie on the inputs'
+device. What only the host computes is computed there, by the same functions on NumPy arrays,
+and moved back: the exact cells (Python integers) and the NaN cells of the emulated order and
+of rows with a non-finite weight (x86 NumPy's NaN payload depends on the array's shape, a vector
+loop body or its scalar tail, so whole chunks of the NumPy run's shape are recomputed).
 
 FP8 paged: the layout is ``aiter-fp8-kv`` ([num_blocks, block_size, D+4]: D fp8 codes a token,
 then one float32 scale a token); out = sum_h relu(fl(qk_h) * ks_t) * w_h, as
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -55,10 +61,15 @@ from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, head_sum, pow2_f64, weighted_sum_f64
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
+from mxgate.oracle.xp import device, floats64, ieee_quiet, is_numpy, namespace, table_on, take, to_numpy
 
 SPAN_FAST = 24  # q' = sum_g I_g 2^(aq + ak) < 4 * 4608 * 2^24 < 2^39: exact in float64
 A_BITS = 39
-CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk (mxgate.twin passes whole chunks)
+CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk
+# another namespace's pass holds whole chunks, up to this many cells: each [G, R, H, Tc] float64
+# temporary is 128 MB, and a GPU would spend thousands of small passes on a production call
+DEVICE_CELLS = 1 << 22
+_NAN64 = 0x7FF8000000000000  # np.nan, the value of a 0xFF cell (built from bits on every device)
 LAYOUT = _layouts.get("vllm-fp4-indexer-k")
 
 
@@ -78,9 +89,10 @@ def fp4_paged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.
     """
     call = check_fp4_paged(q_fp4, q_e8m0, kv_cache, weights, context_lens, block_tables, max_context_len,
                            block_size)
+    xp, dev = namespace(q_fp4, q_e8m0, kv_cache, weights), device(q_fp4)
     q, qe = _fp4_q4(q_fp4, q_e8m0, call.rows)
     bs, end, bt, batch = call.block_size, call.end, call.block_tables, call.batch
-    res = _Result.empty(call.rows, call.width, emulate)
+    res = _Result.empty(call.rows, call.width, emulate, xp, dev)
     for b in range(call.batch_size):
         r = np.flatnonzero((batch == b) & (end > 0))
         if r.size == 0:
@@ -88,9 +100,10 @@ def fp4_paged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, kv_cache: np.
         T = int(end[r].max())
         t = np.arange(T)
         slots = bt[b, t // bs].astype(np.int64) * bs + t % bs
-        packed, ke = LAYOUT.gather(kv_cache, slots=slots, block_size=bs)
-        _score_rows(q[r], qe[r], weights[r], e2m1.unpack_nibbles(packed), ke, np.zeros(r.size, np.int64), end[r], r,
-                    res, Options(head_order, bound_model, emulate, _profiles.get(profile)))
+        packed, ke = LAYOUT.gather(kv_cache, slots=xp.asarray(slots, device=dev), block_size=bs)
+        sel = xp.asarray(r, device=dev)
+        _score_rows(q[sel], qe[sel], weights[sel], e2m1.unpack_nibbles(packed), ke, np.zeros(r.size, np.int64),
+                    end[r], r, res, Options(head_order, bound_model, emulate, _profiles.get(profile)))
     return res.scored(bound_model)
 
 
@@ -114,19 +127,21 @@ class PagedCall:
 def check_fp4_paged(q_fp4: object, q_e8m0: object, kv_cache: object, weights: object, context_lens: object,
                     block_tables: object, max_context_len: object, block_size: object) -> PagedCall:
     """Every argument check of ``fp4_paged_logits_scored``, in its order and with its messages.
-    Only dtypes and shapes of q_fp4, q_e8m0, kv_cache and weights are read (mxgate.twin passes
-    shape-only stand-ins); the values of context_lens and block_tables are checked."""
+    Only dtypes and shapes of q_fp4, q_e8m0, kv_cache and weights are read; the values of
+    context_lens and block_tables are checked (on the host). Tensors: all on one device."""
+    v.one_device(dict(q_fp4=q_fp4, q_e8m0=q_e8m0, kv_cache=kv_cache, weights=weights), "q_fp4",
+                 dict(context_lens=context_lens, block_tables=block_tables))
     rows, H = _check_fp4_q4(q_fp4, q_e8m0)
     B, nn = q_fp4.shape[0], q_fp4.shape[1]  # type: ignore[attr-defined]
     _weights(weights, rows, H)
     width = v.positive_int(max_context_len, "max_context_len", minimum=0)
     buf = v.uint8(kv_cache, "kv_cache")
     if buf.ndim != 2:
-        raise ValueError(f"kv_cache must have shape [num_blocks, page_bytes] (vllm-fp4-indexer-k), got {buf.shape}")
+        raise ValueError(f"kv_cache must have shape [num_blocks, page_bytes] (vllm-fp4-indexer-k), got {tuple(buf.shape)}")
     bs = v.positive_int(block_size, "block_size")
     dims = LAYOUT.dims(num_blocks=buf.shape[0], block_size=bs, page_bytes=buf.shape[1])
     num_blocks = dims["num_blocks"]
-    end = paged_limits(context_lens, B, nn, width)
+    end = to_numpy(paged_limits(context_lens, B, nn, width))
     bt = v.integers(block_tables, "block_tables", 2)
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per batch), got {bt.shape[0]}")
@@ -143,8 +158,8 @@ def fp4_paged_logits(*args: object, **kwargs: object) -> np.ndarray:
 
 def paged_limits(context_lens: object, batch: int, next_n: int, max_context_len: int) -> np.ndarray:
     """Window end of every paged row [B*next_n] (the kernels' valid_limit clipped to
-    [0, max_context_len])."""
-    ctx = np.asarray(context_lens)
+    [0, max_context_len]); a tensor's come back on its device."""
+    ctx = context_lens if v.is_tensor(context_lens) else np.asarray(context_lens)
     if ctx.ndim == 1:
         c = v.integers(ctx, "context_lens", 1)
         if c.shape[0] != batch:
@@ -156,7 +171,8 @@ def paged_limits(context_lens: object, batch: int, next_n: int, max_context_len:
         if c.shape != (batch, next_n):
             raise ValueError(f"context_lens must have shape ({batch},) or ({batch}, {next_n}), got {c.shape}")
         limit = c.reshape(-1)
-    return np.clip(limit.astype(np.int64), 0, max_context_len)
+    end = np.clip(limit.astype(np.int64), 0, max_context_len)
+    return namespace(ctx).asarray(end, device=device(ctx)) if v.is_tensor(ctx) else end
 
 
 def _check_blocks(bt: np.ndarray, batch: np.ndarray, end: np.ndarray, bs: int, num_blocks: int) -> None:
@@ -182,10 +198,12 @@ def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nd
     """``rocm_fp4_mqa_logits``: q_fp4 uint8 [S, H, 64], q_e8m0 [S, H, 4], k_fp4 uint8 [N, 64],
     k_e8m0 [N, 4], weights float32 [S, H], cu_seqlen_ks / _ke int [S]. -> ScoredLogits [S, N]."""
     call = check_fp4_ragged(q_fp4, q_e8m0, k_fp4, k_e8m0, weights, cu_seqlen_ks, cu_seqlen_ke)
-    res = _Result.empty(call.rows, call.tokens, emulate)
+    xp, dev = namespace(q_fp4, q_e8m0, k_fp4, k_e8m0, weights), device(q_fp4)
+    res = _Result.empty(call.rows, call.tokens, emulate, xp, dev)
     live = call.live
     if live.size:
-        _score_rows(e2m1.unpack_nibbles(q_fp4[live]), q_e8m0[live], weights[live], e2m1.unpack_nibbles(k_fp4), k_e8m0,
+        sel = xp.asarray(live, device=dev)
+        _score_rows(e2m1.unpack_nibbles(q_fp4[sel]), q_e8m0[sel], weights[sel], e2m1.unpack_nibbles(k_fp4), k_e8m0,
                     call.start[live], call.end[live], live, res,
                     Options(head_order, bound_model, emulate, _profiles.get(profile)))
     return res.scored(bound_model)
@@ -207,15 +225,17 @@ def check_fp4_ragged(q_fp4: object, q_e8m0: object, k_fp4: object, k_e8m0: objec
                      cu_seqlen_ks: object, cu_seqlen_ke: object) -> RaggedCall:
     """Every argument check of ``fp4_ragged_logits_scored``, in its order and with its messages
     (dtypes and shapes of the tensors; the values of cu_seqlen_ks and cu_seqlen_ke)."""
+    v.one_device(dict(q_fp4=q_fp4, q_e8m0=q_e8m0, k_fp4=k_fp4, k_e8m0=k_e8m0, weights=weights), "q_fp4",
+                 dict(cu_seqlen_ks=cu_seqlen_ks, cu_seqlen_ke=cu_seqlen_ke))
     q = v.uint8(q_fp4, "q_fp4")
     qe = v.uint8(q_e8m0, "q_e8m0")
     if q.ndim != 3 or q.shape[2] != HEAD_DIM // 2 or qe.shape != q.shape[:2] + (ROW_GROUPS,):
-        raise ValueError(f"q_fp4 must be [S, H, 64] and q_e8m0 [S, H, 4], got {q.shape} and {qe.shape}")
+        raise ValueError(f"q_fp4 must be [S, H, 64] and q_e8m0 [S, H, 4], got {tuple(q.shape)} and {tuple(qe.shape)}")
     S, H = q.shape[:2]
     k = v.uint8(k_fp4, "k_fp4")
     ke = v.uint8(k_e8m0, "k_e8m0")
     if k.ndim != 2 or k.shape[1] != HEAD_DIM // 2 or ke.shape != (k.shape[0], ROW_GROUPS):
-        raise ValueError(f"k_fp4 must be [N, 64] and k_e8m0 [N, 4], got {k.shape} and {ke.shape}")
+        raise ValueError(f"k_fp4 must be [N, 64] and k_e8m0 [N, 4], got {tuple(k.shape)} and {tuple(ke.shape)}")
     N = k.shape[0]
     _weights(weights, S, H)
     ks = v.integers(cu_seqlen_ks, "cu_seqlen_ks", 1)
@@ -244,13 +264,17 @@ def fp8_paged_logits_scored(q_fp8: np.ndarray, kv_cache: np.ndarray, weights: np
     kv_cache uint8 [num_blocks, block_size, D+4] or [..., 1, D+4] (aiter-fp8-kv), weights
     float32 [B*next_n, H] (the Q scale folded in), context_lens [B] or [B, next_n],
     block_tables [B, max_blocks]; variant "fn" or "fnuz" decodes both Q and K."""
+    v.one_device(dict(q_fp8=q_fp8), "q_fp8", dict(kv_cache=kv_cache, weights=weights, context_lens=context_lens,
+                                              block_tables=block_tables))
     call = check_fp8_paged(q_fp8, context_lens, block_tables, max_context_len)
+    xp, dev = namespace(q_fp8), device(q_fp8)
     if call.width == 0:
-        return _empty(call.rows)
+        return _empty(call.rows, xp, dev)
     rows, H, D = call.rows, call.heads, call.head_dim
-    return pa_mqa_logits_fp8_scored(q_fp8.reshape(rows, 1, H, D), kv_cache, weights, call.end.astype(np.int32),
-                                   call.block_tables[call.batch], call.width, variant=variant, head_order=head_order,
-                                   bound_model=bound_model, emulate=emulate)
+    return pa_mqa_logits_fp8_scored(xp.reshape(q_fp8, (rows, 1, H, D)), kv_cache, weights,
+                                   xp.asarray(call.end.astype(np.int32), device=dev),
+                                   xp.asarray(call.block_tables[call.batch], device=dev), call.width, variant=variant,
+                                   head_order=head_order, bound_model=bound_model, emulate=emulate)
 
 
 def check_fp8_paged(q_fp8: object, context_lens: object, block_tables: object, max_context_len: object) -> PagedCall:
@@ -258,19 +282,19 @@ def check_fp8_paged(q_fp8: object, context_lens: object, block_tables: object, m
     of next_n = 1 per row, to ``aiter_fp8.pa_mqa_logits_fp8_scored`` (which checks the rest)."""
     q = v.uint8(q_fp8, "q_fp8")
     if q.ndim != 4:
-        raise ValueError(f"q_fp8 must have shape [B, next_n, H, D], got {q.shape}")
+        raise ValueError(f"q_fp8 must have shape [B, next_n, H, D], got {tuple(q.shape)}")
     B, nn, H, D = q.shape
     width = v.positive_int(max_context_len, "max_context_len", minimum=0)
-    end = paged_limits(context_lens, B, nn, width)
+    end = to_numpy(paged_limits(context_lens, B, nn, width))
     bt = v.integers(block_tables, "block_tables", 2)
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per batch), got {bt.shape[0]}")
     return PagedCall(B * nn, B, nn, H, width, end, bt, np.repeat(np.arange(B), nn), head_dim=D)
 
 
-def _empty(rows: int) -> ScoredLogits:
-    return ScoredLogits(np.zeros((rows, 0)), np.zeros((rows, 0)), np.zeros((rows, 0), bool),
-                        np.zeros((rows, 0), np.float32))
+def _empty(rows: int, xp: Any, dev: Any) -> ScoredLogits:
+    return ScoredLogits(xp.zeros((rows, 0), dtype=xp.float64, device=dev), xp.zeros((rows, 0), dtype=xp.float64, device=dev),
+                        xp.zeros((rows, 0), dtype=xp.bool, device=dev), xp.zeros((rows, 0), dtype=xp.float32, device=dev))
 
 
 # ---- the engine ------------------------------------------------------------------------------
@@ -278,8 +302,7 @@ def _empty(rows: int) -> ScoredLogits:
 
 @dataclass(frozen=True)
 class Options:
-    """The engine's options, checked when a call first scores a row (mxgate.twin builds them
-    at the same point)."""
+    """The engine's options, checked when a call first scores a row."""
 
     head_order: str
     bound_model: str
@@ -293,15 +316,17 @@ class Options:
 
 @dataclass
 class _Result:
-    value: np.ndarray
-    bound: np.ndarray
-    window: np.ndarray
-    emulated: np.ndarray | None
+    value: Any
+    bound: Any
+    window: Any
+    emulated: Any | None
 
     @classmethod
-    def empty(cls, rows: int, width: int, emulate: bool) -> "_Result":
-        return cls(np.full((rows, width), -np.inf), np.zeros((rows, width)), np.zeros((rows, width), bool),
-                   np.full((rows, width), -np.inf, np.float32) if emulate else None)
+    def empty(cls, rows: int, width: int, emulate: bool, xp: Any, dev: Any) -> "_Result":
+        shape = (rows, width)
+        return cls(xp.full(shape, -np.inf, dtype=xp.float64, device=dev), xp.zeros(shape, dtype=xp.float64, device=dev),
+                   xp.zeros(shape, dtype=xp.bool, device=dev),
+                   xp.full(shape, -np.inf, dtype=xp.float32, device=dev) if emulate else None)
 
     def scored(self, bound_model: str) -> ScoredLogits:
         return ScoredLogits(self.value, self.bound, self.window, self.emulated, KSTEPS, bound_model)
@@ -311,156 +336,185 @@ def _check_fp4_q4(q_fp4: object, q_e8m0: object) -> tuple[int, int]:
     q = v.uint8(q_fp4, "q_fp4")
     qe = v.uint8(q_e8m0, "q_e8m0")
     if q.ndim != 4 or q.shape[3] != HEAD_DIM // 2:
-        raise ValueError(f"q_fp4 must have shape [B, next_n, H, 64], got {q.shape}")
-    if qe.shape != q.shape[:3] + (ROW_GROUPS,):
-        raise ValueError(f"q_e8m0 must have shape {q.shape[:3] + (ROW_GROUPS,)}, got {qe.shape}")
+        raise ValueError(f"q_fp4 must have shape [B, next_n, H, 64], got {tuple(q.shape)}")
+    if tuple(qe.shape) != tuple(q.shape[:3]) + (ROW_GROUPS,):
+        raise ValueError(f"q_e8m0 must have shape {tuple(q.shape[:3]) + (ROW_GROUPS,)}, got {tuple(qe.shape)}")
     return q.shape[0] * q.shape[1], q.shape[2]
 
 
-def _fp4_q4(q: np.ndarray, qe: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+def _fp4_q4(q: Any, qe: Any, rows: int) -> tuple[Any, Any]:
     """Checked Q -> (codes [rows, H, 128], e8m0 [rows, H, 4])."""
-    return e2m1.unpack_nibbles(q.reshape(rows, q.shape[2], -1)), qe.reshape(rows, q.shape[2], ROW_GROUPS)
+    xp = namespace(q, qe)
+    return (e2m1.unpack_nibbles(xp.reshape(q, (rows, q.shape[2], HEAD_DIM // 2))),
+            xp.reshape(qe, (rows, q.shape[2], ROW_GROUPS)))
 
 
 def _weights(weights: object, rows: int, heads: int) -> np.ndarray:
     w = v.float32(weights, "weights")
-    if w.shape != (rows, heads):
-        raise ValueError(f"weights must have shape ({rows}, {heads}) float32, got {w.shape}")
+    if tuple(w.shape) != (rows, heads):
+        raise ValueError(f"weights must have shape ({rows}, {heads}) float32, got {tuple(w.shape)}")
     return w
 
 
-def _decoded_exponents(e: np.ndarray, p: _profiles.Profile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _decoded_exponents(e: Any, p: _profiles.Profile) -> tuple[Any, Any, Any]:
     """e8m0 bytes -> (exponent e - 127 as int64, zero mask (byte 0 read as 0.0), NaN mask)."""
-    e = e.astype(np.int64)
-    zero = (e == 0) if p.byte0 == "zero" else np.zeros(e.shape, bool)
+    xp = namespace(e)
+    e = xp.astype(e, xp.int64)
+    zero = (e == 0) if p.byte0 == "zero" else xp.zeros(e.shape, dtype=xp.bool, device=device(e))
     return e - 127, zero, e == 0xFF
 
 
-def _score_rows(qc: np.ndarray, qe: np.ndarray, w: np.ndarray, kc: np.ndarray, ke: np.ndarray,
-                start: np.ndarray, end: np.ndarray, out_rows: np.ndarray, res: _Result, opts: Options) -> None:
+def _score_rows(qc: Any, qe: Any, w: Any, kc: Any, ke: Any, start: np.ndarray, end: np.ndarray,
+                out_rows: np.ndarray, res: _Result, opts: Options) -> None:
     """Rows (codes [R, H, 128], e8m0 [R, H, 4], weights [R, H]) against tokens 0..T-1 (codes
-    [T, 128], e8m0 [T, 4]); row i's window [start_i, end_i) goes to output row out_rows[i]."""
+    [T, 128], e8m0 [T, 4]); row i's window [start_i, end_i) goes to output row out_rows[i].
+    start / end / out_rows are host arrays (the token loop runs there)."""
+    xp, dev = namespace(qc, qe, w, kc, ke), device(qc)
     R, H, _ = qc.shape
     T0, T1 = int(start.min()), int(end.max())
-    chunk = max(16, CELLS_PER_CHUNK // max(1, R * H))
+    piece = max(16, CELLS_PER_CHUNK // max(1, R * H))  # NumPy's chunk; another namespace's pass holds several
+    chunk = piece if is_numpy(xp) else piece * max(1, DEVICE_CELLS // max(1, R * H) // piece)
+    two = table_on(TWO_E2M1, qc)
     q_exp, q_zero, q_nan = _decoded_exponents(qe, opts.profile)
     k_exp_all, k_zero_all, k_nan_all = _decoded_exponents(ke, opts.profile)
-    nq = TWO_E2M1[qc].reshape(R, H, ROW_GROUPS, GROUP)
-    nq = np.where(q_zero[..., None], np.float32(0), nq)
+    nq = xp.reshape(take(two, qc), (R, H, ROW_GROUPS, GROUP))
+    nq = xp.where(q_zero[..., None], 0.0, nq)
     # per (row, head): smallest live group exponent and the offsets from it
-    big = np.int64(1 << 20)
-    lq = np.where(q_zero | q_nan, big, q_exp).min(axis=2)
-    lq = np.where(lq == big, -127, lq)
-    aq = np.where(q_zero | q_nan, 0, q_exp - lq[..., None])
+    big = 1 << 20
+    lq = xp.min(xp.where(q_zero | q_nan, big, q_exp), axis=2)
+    lq = xp.where(lq == big, -127, lq)
+    aq = xp.where(q_zero | q_nan, 0, q_exp - lq[..., None])
     mw, fw, wfin = f32_parts(w)
+    start_d, end_d, out_d = (xp.asarray(a, device=dev) for a in (start, end, out_rows))
     for lo in range(T0, T1, chunk):
         hi = min(lo + chunk, T1)
-        tok = np.arange(lo, hi)
-        inwin = (tok[None, :] >= start[:, None]) & (tok[None, :] < end[:, None])  # [R, Tc]
-        if not inwin.any():
+        if not (np.maximum(start, lo) < np.minimum(end, hi)).any():  # no window cell in [lo, hi)
             continue
+        tok = xp.arange(lo, hi, device=dev)
+        inwin = (tok[None, :] >= start_d[:, None]) & (tok[None, :] < end_d[:, None])  # [R, Tc]
         k_exp, k_zero, k_nan = k_exp_all[lo:hi], k_zero_all[lo:hi], k_nan_all[lo:hi]
-        nk = TWO_E2M1[kc[lo:hi]].reshape(hi - lo, ROW_GROUPS, GROUP)
-        nk = np.where(k_zero[..., None], np.float32(0), nk)
-        lk = np.where(k_zero | k_nan, big, k_exp).min(axis=1)
-        lk = np.where(lk == big, -127, lk)
-        ak = np.where(k_zero | k_nan, 0, k_exp - lk[:, None])
-        _chunk(nq, q_exp, aq, lq, q_nan, nk, k_exp, ak, lk, k_nan, w, mw, fw, wfin, tok, inwin, out_rows, res,
-               opts)
+        nk = xp.reshape(take(two, kc[lo:hi]), (hi - lo, ROW_GROUPS, GROUP))
+        nk = xp.where(k_zero[..., None], 0.0, nk)
+        lk = xp.min(xp.where(k_zero | k_nan, big, k_exp), axis=1)
+        lk = xp.where(lk == big, -127, lk)
+        ak = xp.where(k_zero | k_nan, 0, k_exp - lk[:, None])
+        value, bound, emu = _chunk(nq, q_exp, aq, lq, q_nan, nk, k_exp, ak, lk, k_nan, w, mw, fw, wfin, inwin,
+                                   piece, opts)
+        ir, it = xp.nonzero(inwin)
+        orow, col = out_d[ir], tok[it]
+        res.window[orow, col] = True
+        res.value[orow, col] = value[ir, it]
+        res.bound[orow, col] = bound[ir, it]
+        if emu is not None and res.emulated is not None:
+            res.emulated[orow, col] = emu[ir, it]
 
 
-def _chunk(nq: np.ndarray, q_exp: np.ndarray, aq: np.ndarray, lq: np.ndarray, q_nan: np.ndarray, nk: np.ndarray,
-           k_exp: np.ndarray, ak: np.ndarray, lk: np.ndarray, k_nan: np.ndarray, w: np.ndarray, mw: np.ndarray, fw: np.ndarray, wfin: np.ndarray,
-           tok: np.ndarray, inwin: np.ndarray, out_rows: np.ndarray, res: _Result, opts: Options) -> None:
+def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: Any, ak: Any, lk: Any, k_nan: Any,
+           w: Any, mw: Any, fw: Any, wfin: Any, inwin: Any, piece: int, opts: Options) -> tuple[Any, Any, Any]:
+    """One pass of tokens -> (value, bound, emulated or None) [R, Tc]; the pass is made of
+    NumPy's chunks of ``piece`` tokens (the host's NaN cells are recomputed chunk by chunk)."""
+    xp, dev = namespace(nq, nk, w), device(nq)
     R, H = nq.shape[:2]
     Tc = nk.shape[0]
-    # integer group dots I_g [G, R, H, Tc] and their absolute versions (exact in float32: < 2^13)
-    I = np.stack([(nq[:, :, g].reshape(R * H, GROUP) @ nk[:, g].T).reshape(R, H, Tc) for g in range(ROW_GROUPS)])
-    J = np.stack([(np.abs(nq[:, :, g]).reshape(R * H, GROUP) @ np.abs(nk[:, g]).T).reshape(R, H, Tc)
+    # integer group dots I_g [G, R, H, Tc] and their absolute versions (integers below 2^13:
+    # exact in any order)
+    I = xp.stack([xp.reshape(ar.exact_matmul(xp.reshape(nq[:, :, g], (R * H, GROUP)), nk[:, g].T), (R, H, Tc))
                   for g in range(ROW_GROUPS)])
-    span = aq.max(axis=2)[:, :, None] + ak.max(axis=1)[None, None, :]  # [R, H, Tc]
-    nan_cell = q_nan.any(axis=2)[:, :, None] | k_nan.any(axis=1)[None, None, :]
+    J = xp.stack([xp.reshape(ar.exact_matmul(xp.reshape(xp.abs(nq[:, :, g]), (R * H, GROUP)), xp.abs(nk[:, g]).T),
+                             (R, H, Tc)) for g in range(ROW_GROUPS)])
+    span = xp.max(aq, axis=2)[:, :, None] + xp.max(ak, axis=1)[None, None, :]  # [R, H, Tc]
+    nan_cell = xp.any(q_nan, axis=2)[:, :, None] | xp.any(k_nan, axis=1)[None, None, :]
     fast = (span <= SPAN_FAST) & ~nan_cell
-    shift = np.minimum(aq[:, :, :, None] + ak.T[None, None, :, :], SPAN_FAST)  # [R, H, G, Tc]
-    qp = np.zeros((R, H, Tc))  # q' = qk * 2^-(lq + lk - 2), an exact integer on fast cells
+    qp = xp.zeros((R, H, Tc), dtype=xp.float64, device=dev)  # q' = qk * 2^-(lq + lk - 2), an exact integer on fast cells
     for g in range(ROW_GROUPS):
-        qp += I[g] * np.ldexp(1.0, shift[:, :, g, :])
+        qp += I[g] * pow2_f64(xp.clip(aq[:, :, g, None] + ak[None, None, :, g], max=SPAN_FAST))
     unit = pow2_f64(lq - 2)[:, :, None] * pow2_f64(lk)[None, None, :]  # qk = q' * unit, exactly
-    qk = np.where(fast, qp * unit, np.nan)
+    qk = xp.where(fast, qp * unit, np.nan)
     # |qk| parts for the bound, in float64 with every group's own power of two (any span)
     expo = q_exp[:, :, :, None] + k_exp.T[None, None, :, :] - 2  # [R, H, G, Tc]
-    dabs = sum(J[g] * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
-    gabs = sum(np.abs(I[g]) * np.ldexp(1.0, expo[:, :, g, :]) for g in range(ROW_GROUPS))
+    dabs = sum(J[g] * pow2_f64(expo[:, :, g, :]) for g in range(ROW_GROUPS))
+    gabs = sum(xp.abs(I[g]) * pow2_f64(expo[:, :, g, :]) for g in range(ROW_GROUPS))
     slow = ~fast & inwin[:, None, :]
-    sr, st = np.nonzero(slow.any(axis=1))  # (row, token) cells needing Python integers
-    qk32 = qk.astype(np.float32)
-    if sr.size:
-        slow_qk32, slow_qk, slow_value = exact_cells(I[:, sr, :, st], aq[sr], lq[sr], ak[st], lk[st], q_nan[sr],
-                                                     k_nan[st], w[sr])
-        qk32[sr, :, st] = slow_qk32
-        qk[sr, :, st] = slow_qk
+    sr, st = xp.nonzero(xp.any(slow, axis=1))  # (row, token) cells needing Python integers
+    qk32 = xp.astype(qk, xp.float32)
+    slow_value = None
+    if sr.shape[0]:
+        slow_qk32, slow_qk, slow_value = exact_cells(*(to_numpy(a) for a in (
+            I[:, sr, :, st], aq[sr], lq[sr], ak[st], lk[st], q_nan[sr], k_nan[st], w[sr])))
+        qk32[sr, :, st] = xp.asarray(slow_qk32, device=dev)
+        qk[sr, :, st] = xp.asarray(slow_qk, device=dev)
     # ---- exact value: sum_h relu(q') * w_h * 2^(lq_h - 2), then * 2^lk
-    a = np.where(fast & (qp > 0), qp, 0.0)
+    a = xp.where(fast & (qp > 0), qp, 0.0)
     y = weighted_sum_f64(a, A_BITS, mw, fw + lq - 2)  # [R, Tc]
     value = y * pow2_f64(lk)[None, :]
-    if sr.size:
-        value[sr, st] = slow_value
-    bad_w = ~wfin.all(axis=1)
-    if bad_w.any():  # non-finite weights: IEEE float64 of the exact pieces
-        value[bad_w] = nonfinite_weight_values(qk[bad_w], w[bad_w])
+    if slow_value is not None:
+        value[sr, st] = xp.asarray(slow_value, device=dev)
+    bad_w = ~xp.all(wfin, axis=1)
+    bad_rows = np.flatnonzero(to_numpy(bad_w))
+    if bad_rows.size:  # non-finite weights: IEEE float64 of the exact pieces, on the host
+        sel = xp.asarray(bad_rows, device=dev)
+        qk_bad, w_bad = to_numpy(qk[sel]), to_numpy(w[sel])
+        for a0 in range(0, Tc, piece):
+            b0 = min(a0 + piece, Tc)
+            host = nonfinite_weight_values(np.ascontiguousarray(qk_bad[:, :, a0:b0]), w_bad)
+            value[sel, a0:b0] = xp.asarray(host, device=dev)
     # ---- bound
-    r_h = np.where(np.isfinite(qk), np.maximum(qk, 0.0), 0.0)
+    r_h = xp.where(xp.isfinite(qk), xp.maximum(qk, 0.0), 0.0)
     delta = _delta(opts.bound_model, qk, dabs, gabs)
-    wabs = np.abs(w.astype(np.float64))
-    with np.errstate(invalid="ignore", over="ignore"):
+    wabs = xp.abs(xp.astype(w, xp.float64))
+    with ieee_quiet(xp):
         bound = ar.decode_bound(R=ar.weighted_heads(wabs, r_h), D=ar.weighted_heads(wabs, delta),
                                 rho=ar.sum_heads(r_h), Delta=ar.sum_heads(delta), value=value, ws=1.0, heads=H)
-    no_claim = nan_cell.any(axis=1) | bad_w[:, None] | ~np.isfinite(value)
-    bound = np.where(no_claim, np.inf, bound)
-    value = np.where(nan_cell.any(axis=1), np.nan, value)
+    nan_any = xp.any(nan_cell, axis=1)
+    no_claim = nan_any | bad_w[:, None] | ~xp.isfinite(value)
+    bound = xp.where(no_claim, np.inf, bound)
+    value = xp.where(nan_any, floats64(xp.full(value.shape, _NAN64, dtype=xp.int64, device=dev)), value)
     # ---- emulated order
-    emu = emulate_heads(qk32, w, opts.head_order) if opts.emulate else None
-    for i in range(R):
-        m = inwin[i]
-        cols = tok[m]
-        res.window[out_rows[i], cols] = True
-        res.value[out_rows[i], cols] = value[i, m]
-        res.bound[out_rows[i], cols] = bound[i, m]
-        if emu is not None and res.emulated is not None:
-            res.emulated[out_rows[i], cols] = emu[i, m]
+    emu = None
+    if opts.emulate:
+        emu = emulate_heads(qk32, w, opts.head_order)
+        if not is_numpy(xp):  # NaN cells: NumPy's bits, from NumPy's chunk arrays
+            nan_tokens = to_numpy(xp.any(xp.isnan(emu) & inwin, axis=0))
+            for a0 in np.unique(np.flatnonzero(nan_tokens) // piece) * piece:
+                b0 = min(int(a0) + piece, Tc)
+                host = emulate_heads(np.ascontiguousarray(to_numpy(qk32[:, :, int(a0):b0])), to_numpy(w),
+                                     opts.head_order)
+                emu[:, int(a0):b0] = xp.asarray(host, device=dev)
+    return value, bound, emu
 
 
-def emulate_heads(qk32: np.ndarray, w: np.ndarray, head_order: str) -> np.ndarray:
+def emulate_heads(qk32: Any, w: Any, head_order: str) -> Any:
     """The emulated order's head sum from fl32(qk) [R, H, T] and the weights [R, H]: relu
     (NaN kept, -0 -> +0), p = fl(relu * w), heads summed in ``head_order`` -> float32 [R, T].
-    mxgate.twin calls this on the host, on a chunk's whole arrays, where a chunk holds NaN
-    cells: which NaN payload x86 NumPy propagates depends on the array's shape (a vector loop
-    body or its scalar tail), not only on the cell."""
-    with np.errstate(all="ignore"):
-        relu = np.where(np.isnan(qk32), qk32, np.maximum(qk32, np.float32(0)) + np.float32(0))
-        return head_sum((relu * w[:, :, None]).astype(np.float32), head_order)
+    A NaN cell's payload is NumPy's on the host's arrays (which NaN x86 NumPy propagates
+    depends on the array's shape: a vector loop body or its scalar tail, not only the cell)."""
+    xp = namespace(qk32, w)
+    with ieee_quiet(xp):
+        relu = xp.where(xp.isnan(qk32), qk32, xp.maximum(qk32, 0.0) + 0.0)
+        return head_sum(xp.astype(relu * w[:, :, None], xp.float32), head_order)
 
 
 def nonfinite_weight_values(qk: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The value of rows with a non-finite weight: the IEEE float64 evaluation of
     sum_h relu(qk_h) w_h (NaN qk kept), heads left to right -> float64 [R, T]; qk float64
-    [R, H, T], w float32 [R, H]. mxgate.twin calls this on the host for those rows, chunk by
-    chunk (the NaN payloads depend on the arrays' shape, as in ``emulate_heads``)."""
+    [R, H, T], w float32 [R, H]. Host arrays, a chunk at a time (the NaN payloads depend on
+    the arrays' shape, as in ``emulate_heads``)."""
     with np.errstate(all="ignore"):
         return ar.sum_heads(np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64))
 
 
-def _delta(model: str, qk: np.ndarray, dabs: np.ndarray, gabs: np.ndarray) -> np.ndarray:
+def _delta(model: str, qk: Any, dabs: Any, gabs: Any) -> Any:
     """delta_h (float64 [R, H, Tc]) of the qk model (arithmetic.qk_delta): dabs = sum_d
     |q_d k_d|, gabs = sum_g |dot_g|."""
+    xp = namespace(qk, dabs, gabs)
     if model == ANY_ORDER:
         kw = dict(qk_abs=None, group_abs=None, tile_abs=None, dim_abs=dabs)
     elif model == GROUPS:
         kw = dict(qk_abs=None, group_abs=gabs, tile_abs=None, dim_abs=None)
     else:
-        kw = dict(qk_abs=np.abs(np.where(np.isfinite(qk), qk, 0.0)), group_abs=None, tile_abs=None, dim_abs=None)
+        kw = dict(qk_abs=xp.abs(xp.where(xp.isfinite(qk), qk, 0.0)), group_abs=None, tile_abs=None, dim_abs=None)
     d = ar.qk_delta(model, groups=ROW_GROUPS, k_tiles=1, head_dim=HEAD_DIM, **kw)
-    return np.where(np.isfinite(d), d, 0.0)
+    return xp.where(xp.isfinite(d), d, 0.0)
 
 
 def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray, q_nan: np.ndarray,
@@ -469,7 +523,7 @@ def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, l
     or a 0xFF scale byte), with Python integers. Per cell c: I [c, G, H] integer group dots,
     aq [c, H, G], lq [c, H], ak [c, G], lk [c], q_nan [c, H, G], k_nan [c, G], w [c, H].
     -> (fl32(qk) [c, H], fl64(qk) [c, H] (NaN for a 0xFF byte), value [c] (NaN if any head is
-    NaN)). mxgate.twin calls this on the host for the same cells."""
+    NaN)). Host arrays (the scorer hands over only these cells)."""
     n, _, H = I.shape
     qk32 = np.empty((n, H), np.float32)
     qk = np.empty((n, H))
