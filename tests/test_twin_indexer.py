@@ -1,9 +1,8 @@
-"""The indexer op on torch tensors against the NumPy oracle, byte for byte: configs, envelope members, special values, errors (CPU in CI, the card with ``--device cuda``)."""
+"""One function, two namespaces: the oracle's indexer op on torch tensors against itself on
+NumPy arrays, byte for byte: configs, envelope members, special values, scalar kinds, fresh
+outputs, errors (CPU in CI, the card with ``--device cuda``)."""
 
 from __future__ import annotations
-
-
-
 
 import numpy as np
 import pytest
@@ -14,20 +13,13 @@ from mxgate import oracle  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.inputs import indexer as cases  # noqa: E402
 from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
-from mxgate.twin import coverage  # noqa: E402
-from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op  # noqa: E402
 
 from namespaces import assert_same, raw_bytes, rng_of, tt  # noqa: E402
+
+OP = oracle.ops.indexer_qk_rope_quant_and_cache
 SEED = 20261201
-PROFILES = [name for name in profiles.names() if coverage.models(name)]  # the rest: test_twin_coverage
-SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
-E4M3_RULES = [(v, s) for v in ("fn", "fnuz") for s in (False, True, "satfinite")]
-CHILD_FLAG = "MXGATE_TWIN_INTERPRETER_CHILD"
+PROFILES = profiles.names()
 GPU_DEVICE = "cuda"
-
-
-
-# ---- the indexer op --------------------------------------------------------------------------
 
 
 def op_inputs(args: dict, device: str = "cpu") -> dict:
@@ -35,23 +27,27 @@ def op_inputs(args: dict, device: str = "cpu") -> dict:
 
 
 def compare_op(args: dict, note: str, device: str = "cpu", general: bool = False, **options) -> int:
-    """Twin vs oracle on every output; general: the oracle's general path (its bf16 fast path
-    off), which the twin mirrors."""
+    """The op on tensors vs on NumPy, every output; general: NumPy's general path too (its bf16
+    fast path off; tensors always take the general path)."""
     from mxgate.oracle.ops import indexer as oracle_indexer
 
     saved = oracle_indexer._FAST_PATH
     oracle_indexer._FAST_PATH = saved and not general
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            want = oracle.ops.indexer_qk_rope_quant_and_cache(**cases.copy_case(args), **options)
+            want = OP(**cases.copy_case(args), **options)
     finally:
         oracle_indexer._FAST_PATH = saved
-    got = twin_op(**op_inputs(cases.copy_case(args), device), **options)
+    tensors = op_inputs(cases.copy_case(args), device)
+    got = OP(**tensors, **options)
     compared = 0
     for field, w, g in zip(want._fields, want, got):
         if w is None:
             assert g is None, f"{note}: {field} should be absent"
             continue
+        assert isinstance(g, torch.Tensor) and g.device == torch.device(device), f"{note}: {field} on {device}"
+        if tensors.get(field) is not None:
+            assert g is tensors[field], f"{note}: {field} is the caller's tensor, written in place"
         compared += assert_same(w, g, f"{note} {field}")
     return compared
 
@@ -81,7 +77,7 @@ def test_indexer_every_envelope_member(mode: str) -> None:
     seen = set()
     for variant in ofrontend.VARIANT_NAMES:
         compare_op(args, f"probe {mode} {variant}", variant=variant)
-        out = twin_op(**op_inputs(cases.copy_case(args)), variant=variant)
+        out = OP(**op_inputs(cases.copy_case(args)), variant=variant)
         seen.add(raw_bytes(out.kv_cache).tobytes())
     assert len(seen) > 1, "the probe should tell the members apart"
     config = cases.IndexerConfig(mode, 9, 16, False, True, "ue8m0", False, 16 if mode == "fp8" else 64)
@@ -142,9 +138,9 @@ def test_indexer_fresh_outputs_and_errors_are_the_oracles() -> None:
         if key == "positions":
             bad["slot_mapping"] = np.arange(5, dtype=np.int64)
         with pytest.raises(ValueError) as want:
-            oracle.ops.indexer_qk_rope_quant_and_cache(**bad)
+            OP(**bad)
         with pytest.raises(ValueError) as got:
-            twin_op(**op_inputs(bad))
+            OP(**op_inputs(bad))
         assert str(got.value) == str(want.value)
 
 

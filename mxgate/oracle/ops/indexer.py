@@ -7,11 +7,14 @@ Per token t < T = min(len(k), len(slot_mapping)):
 Tokens with slot < 0 write nothing, unless compute_all_q_rope, where their Q outputs are
 written (their position clamped to the table) and only K is skipped. Every other byte of the
 outputs keeps its value. docs/ops/indexer.md states the contract step by step.
+
+One code for NumPy arrays and torch tensors (any device: the outputs are made there and the
+given ones written in place); on NumPy the bf16 FP4 case takes ``fastq``, the same bytes.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,22 +23,26 @@ from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.parallel import run_ranges
 from mxgate.oracle.geometry import HEAD_DIM, ROW_BYTES, ROW_GROUPS
 from mxgate.oracle.ops import fastq, frontend, quant
+from mxgate.oracle.ops.f32math import Arith, nan_exact
 from mxgate.oracle.ops.frontend import FrontEnd
 from mxgate.oracle.ops.indexer_checks import Call, check_call, fresh_outputs
+from mxgate.oracle.xp import ieee_quiet, is_numpy, namespace
 
-_CHUNK_ELEMENTS = 1 << 17  # Q elements per pass: temporaries stay in cache (measured)
+_CHUNK_ELEMENTS = 1 << 17  # Q elements per pass on NumPy: temporaries stay in cache (measured)
 _K_CHUNK_ROWS = 4096
+_DEVICE_CHUNK_ELEMENTS = 1 << 26  # elsewhere: float32 temporaries of 256 MB, few launches
+_DEVICE_K_CHUNK_ROWS = 1 << 16
 _FAST_PATH = True  # tests switch it off to compare the fast bf16 path with the general one
 
 
 class IndexerOutputs(NamedTuple):
     """The five outputs (the caller's arrays where given). FP8 mode has no scale buffers."""
 
-    q_out: np.ndarray
-    weights_out: np.ndarray
-    kv_cache: np.ndarray
-    q_scale_out: np.ndarray | None
-    kv_cache_scale: np.ndarray | None
+    q_out: Any
+    weights_out: Any
+    kv_cache: Any
+    q_scale_out: Any | None
+    kv_cache_scale: Any | None
 
 
 def indexer_qk_rope_quant_and_cache(
@@ -72,6 +79,7 @@ def indexer_qk_rope_quant_and_cache(
     Inputs: q [T', H, 128], weights [T', H], k [T, 128], cos_cache / sin_cache [max_pos, 32],
     all of one scalar type: bf16 (``ml_dtypes.bfloat16`` arrays or raw uint16 bit patterns),
     float16 or float32. slot_mapping and positions int64; norm_weight / norm_bias float32 [128].
+    NumPy arrays, or torch tensors on one device (torch.bfloat16 or torch.uint16 for bf16).
 
     FP4 mode iff q_scale_out and kv_cache_scale are given (or ``mode="fp4"``, which makes
     fresh ones for those left None). Outputs passed as None come back as fresh buffers filled
@@ -103,36 +111,52 @@ def indexer_qk_rope_quant_and_cache(
 
 def run_call(call: Call) -> None:
     """Compute every output of a validated call and write it into the call's buffers."""
-    cos = frontend.to_f32(call.cos_cache[call.positions], call.kind)
-    sin = frontend.to_f32(call.sin_cache[call.positions], call.kind)
+    positions = call.put(call.positions)
+    cos = frontend.to_f32(call.cos_cache[positions], call.kind)
+    sin = frontend.to_f32(call.sin_cache[positions], call.kind)
     fp4 = call.mode == "fp4"
     (_q_fp4 if fp4 else _q_fp8)(call, cos, sin)
     rows = call.k_rows
     if rows.size:
-        with np.errstate(over="ignore", invalid="ignore"):
-            values = k_values(call, rows, cos, sin)
+        values = k_values(call, rows, cos, sin)
         (_k_fp4 if fp4 else _k_fp8)(call, rows, values)
+
+
+def _fast(call: Call) -> bool:
+    """The NumPy bf16 FP4 fast path applies (a reorganisation of the general path's bytes)."""
+    return _FAST_PATH and is_numpy(call.xp) and fastq.applies(call.kind, call.profile)
 
 
 # ---- Q -----------------------------------------------------------------------------------------
 
 
 def _q_chunks(call: Call, work) -> None:
-    """Call work(sel, raw) over the written Q tokens in cache-sized chunks (threads share them):
-    sel picks the chunk's tokens (a slice when every token is written), raw is their q."""
+    """Call work(sel, raw) over the written Q tokens in chunks (on NumPy cache-sized, shared by
+    threads; elsewhere large, one after another): sel picks the chunk's tokens (a slice when
+    every token is written), raw is their q."""
     rows = call.q_rows
     if rows.size == 0:
         return
     contiguous = rows.size == call.num_tokens
-    per_chunk = max(1, _CHUNK_ELEMENTS // (call.num_heads * HEAD_DIM))
+    numpy = is_numpy(call.xp)
+    per_chunk = max(1, (_CHUNK_ELEMENTS if numpy else _DEVICE_CHUNK_ELEMENTS) // (call.num_heads * HEAD_DIM))
 
     def body(first: int, last: int) -> None:
         for start in range(first, last, per_chunk):
             stop = min(start + per_chunk, last)
-            sel = slice(start, stop) if contiguous else rows[start:stop]
+            sel = slice(start, stop) if contiguous else call.put(rows[start:stop])
             work(sel, call.q[sel])
 
-    run_ranges(rows.size, body, weight=call.num_heads * HEAD_DIM)
+    if numpy:
+        run_ranges(rows.size, body, weight=call.num_heads * HEAD_DIM)
+    else:
+        body(0, rows.size)
+
+
+def _q_values(call: Call, raw, cos, sin):
+    """Q's front end for one chunk (NaN bits as x86 NumPy's)."""
+    return nan_exact(call.xp, lambda ar: frontend.q_frontend(
+        frontend.to_f32(raw, call.kind), cos, sin, call.is_neox, call.kind, call.variant.fma, arith=ar))
 
 
 def _row_mask(call: Call) -> np.ndarray:
@@ -141,84 +165,99 @@ def _row_mask(call: Call) -> np.ndarray:
     return np.where(written, 0, -1).astype(np.int64)
 
 
-def _q_fp4(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
+def _bits_view(a):
+    """A same-size integer view, so a copy moves bits (a NaN payload included) on any device."""
+    xp = namespace(a)
+    return a.view({1: xp.uint8, 2: xp.int16, 4: xp.int32}[a.dtype.itemsize])
+
+
+def _q_fp4(call: Call, cos, sin) -> None:
+    xp = call.xp
     t, h = call.num_tokens, call.num_heads
     # aiter-fp4-q is the identity layout ([T, H, 64], no preshuffle): the chunks write q_out
     # directly, for the written tokens only, which is what its scatter would do.
-    scales = np.zeros((t, h, ROW_GROUPS), dtype=np.uint8)
+    scales = xp.zeros((t, h, ROW_GROUPS), dtype=xp.uint8, device=call.device)
 
-    fast = _FAST_PATH and fastq.applies(call.kind, call.profile)
+    fast = _fast(call)
 
-    def work(rows: slice | np.ndarray, raw: np.ndarray) -> None:
+    def work(rows, raw) -> None:
         done = None
         if fast:
             done = fastq.q_fp4_chunk(raw, cos[rows], sin[rows], call.is_neox, call.variant.fma, call.profile)
         if done is None:  # general path: every input kind, profile and special value
-            x = frontend.q_frontend(frontend.to_f32(raw, call.kind), cos[rows], sin[rows], call.is_neox,
-                                    call.kind, call.variant.fma)
-            done = quant.quantize_fp4(x, call.profile)
+            done = quant.quantize_fp4(_q_values(call, raw, cos[rows], sin[rows]), call.profile)
         call.q_out[rows], scales[rows] = done
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with ieee_quiet(xp):
         _q_chunks(call, work)
-    mask = _row_mask(call)
+    mask = call.put(_row_mask(call))
     layouts.get("aiter-fp4-q-scale").scatter(call.q_scale_out[:t], scales, slots=mask, num_heads=h)
-    rows = call.q_rows
-    call.weights_out[rows] = call.weights[rows]  # a plain copy in q's dtype
+    rows = call.put(call.q_rows)
+    _bits_view(call.weights_out)[rows] = _bits_view(call.weights)[rows]  # a plain copy in q's dtype
 
 
-def _q_fp8(call: Call, cos: np.ndarray, sin: np.ndarray) -> None:
-    ws = call.weights_scale
+def _q_fp8(call: Call, cos, sin) -> None:
+    ws = call.put(call.weights_scale)
 
-    def work(rows: slice | np.ndarray, raw: np.ndarray) -> None:
-        x = frontend.q_frontend(frontend.to_f32(raw, call.kind), cos[rows], sin[rows], call.is_neox, call.kind,
-                                call.variant.fma)
+    def work(rows, raw) -> None:
+        x = _q_values(call, raw, cos[rows], sin[rows])
         s = quant.fp8_scale(quant.fmax_amax(x), arithmetic="reciprocal", floor=quant.Q_AMAX_FLOOR,
                             profile=call.profile, use_ue8m0=call.use_ue8m0)
         call.q_out[rows] = quant.fp8_encode(x, s, call.profile)
         w = frontend.to_f32(call.weights[rows], call.kind)
-        call.weights_out[rows] = (w * s) * ws
+        ar = Arith(call.xp)
+        call.weights_out[rows] = ar.mul(ar.mul(w, s), ws)
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with ieee_quiet(call.xp):
         _q_chunks(call, work)
 
 
 # ---- K -----------------------------------------------------------------------------------------
 
 
-def k_values(call: Call, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray,
-             variant: FrontEnd | None = None) -> np.ndarray:
-    """The float32 values the K quantizer sees for tokens ``rows`` [n, 128]."""
+def _k_chunk_rows(call: Call) -> int:
+    return _K_CHUNK_ROWS if is_numpy(call.xp) else _DEVICE_K_CHUNK_ROWS
+
+
+def k_values(call: Call, rows: np.ndarray, cos, sin, variant: FrontEnd | None = None):
+    """The float32 values the K quantizer sees for tokens ``rows`` [n, 128] (NumPy indices;
+    cos, sin: the tokens' table rows in the call's namespace)."""
+    xp = call.xp
     chosen = call.variant if variant is None else variant
-    out = np.empty((rows.size, HEAD_DIM), dtype=np.float32)
-    for start in range(0, rows.size, _K_CHUNK_ROWS):
-        part = rows[start:start + _K_CHUNK_ROWS]
-        k32 = frontend.to_f32(call.k[part], call.kind)
-        out[start:start + part.size] = frontend.k_frontend(
-            k32, call.norm_weight, call.norm_bias, call.epsilon, cos[part], sin[part],
-            call.is_neox, call.kind, chosen)
+    eps = call.put(call.epsilon)
+    out = xp.empty((rows.size, HEAD_DIM), dtype=xp.float32, device=call.device)
+    step = _k_chunk_rows(call)
+    with ieee_quiet(xp):
+        for start in range(0, rows.size, step):
+            part = call.put(rows[start:start + step])
+            k32 = call.k[part]
+            out[start:start + part.shape[0]] = nan_exact(xp, lambda ar: frontend.k_frontend(
+                frontend.to_f32(k32, call.kind), call.norm_weight, call.norm_bias, eps, cos[part], sin[part],
+                call.is_neox, call.kind, chosen, arith=ar))
     return out
 
 
-def _k_fp4(call: Call, rows: np.ndarray, values: np.ndarray) -> None:
-    packed = np.empty((rows.size, ROW_BYTES), dtype=np.uint8)
-    scales = np.empty((rows.size, ROW_GROUPS), dtype=np.uint8)
-    fast = _FAST_PATH and fastq.applies(call.kind, call.profile)  # K values are bf16 values then
-    for start in range(0, rows.size, _K_CHUNK_ROWS):
-        part = slice(start, start + _K_CHUNK_ROWS)
+def _k_fp4(call: Call, rows: np.ndarray, values) -> None:
+    xp = call.xp
+    packed = xp.empty((rows.size, ROW_BYTES), dtype=xp.uint8, device=call.device)
+    scales = xp.empty((rows.size, ROW_GROUPS), dtype=xp.uint8, device=call.device)
+    fast = _fast(call)  # K values are bf16 values then
+    step = _k_chunk_rows(call)
+    for start in range(0, rows.size, step):
+        part = slice(start, start + step)
         done = fastq.quantize_rows(values[part], call.profile) if fast else None
         if done is None:
             done = quant.quantize_fp4(values[part], call.profile)
         packed[part], scales[part] = done
-    slots = call.slots[rows]
+    slots = call.put(call.slots[rows])
     layouts.get("aiter-fp4-kv").scatter(call.kv_cache, packed, slots=slots)
     layouts.get("aiter-fp4-kv-scale").scatter(call.kv_cache_scale, scales, slots=slots)
 
 
-def _k_fp8(call: Call, rows: np.ndarray, values: np.ndarray) -> None:
-    with np.errstate(over="ignore", invalid="ignore"):
+def _k_fp8(call: Call, rows: np.ndarray, values) -> None:
+    with ieee_quiet(call.xp):
         s = quant.fp8_scale(quant.fmax_amax(values), arithmetic="divide", floor=quant.K_AMAX_FLOOR,
                             profile=call.profile, use_ue8m0=call.use_ue8m0)
         codes = quant.fp8_encode(values, s, call.profile)
     name = "aiter-fp8-kv-preshuffle" if call.preshuffle else "aiter-fp8-kv"
-    layouts.get(name).scatter(call.kv_cache, codes, s, slots=call.slots[rows])
+    layouts.get(name).scatter(call.kv_cache, codes, s, slots=call.put(call.slots[rows]))

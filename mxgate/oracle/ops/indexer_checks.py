@@ -2,19 +2,25 @@
 (SPEC section 6), dtype and shape checks in the same "<name> must ..." style, and the value
 checks the oracle needs to define every output byte. Everything here runs before any output
 byte is written; it returns a ``Call`` holding normalised views of the arguments.
+
+NumPy arrays and torch tensors take the same checks and messages (dtypes by name); a tensor
+call has every array argument a tensor on q's device. The values checked (slot_mapping,
+positions) are small and read on the host.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from types import ModuleType
+from typing import Any, Literal
 
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle.arguments import BF16, ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
+from mxgate.oracle.arguments import ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROPE_DIM, ROW_BYTES
 from mxgate.oracle.ops.frontend import FrontEnd, ScalarKind, get_variant
+from mxgate.oracle.xp import device, is_numpy, namespace, to_numpy
 
 Mode = Literal["fp8", "fp4"]
 FP8_CACHE_STRIDE = HEAD_DIM + 4  # 128 fp8 bytes + one float32 scale per token, block-planar
@@ -23,8 +29,10 @@ _PREFIX = "indexer fused qk cache only supports"
 
 @dataclass
 class Call:
-    """Validated, normalised arguments. Raw arrays keep their storage (bf16 as uint16 views);
-    output arrays are uint8 / uint16 / float32 views of the caller's buffers (or fresh ones)."""
+    """Validated, normalised arguments. Raw arrays keep their storage (bf16 as uint16 views,
+    int16 for tensors); output arrays are uint8 / 16-bit / float32 views of the caller's buffers
+    (or fresh ones). slots, positions and the row lists are NumPy (``put`` moves them to the
+    arrays' device)."""
 
     mode: Mode
     num_tokens: int
@@ -54,6 +62,12 @@ class Call:
     kv_cache_scale: np.ndarray | None
     num_blocks: int
     block_size: int
+    xp: ModuleType
+    device: Any
+
+    def put(self, a: np.ndarray) -> Any:
+        """A host array in the call's namespace, on its device (NumPy: ``a`` itself)."""
+        return self.xp.asarray(a, device=self.device)
 
     @property
     def q_rows(self) -> np.ndarray:
@@ -71,52 +85,74 @@ class Call:
 # ---- small checks -------------------------------------------------------------------------------
 
 
-def _scalar_kind(x: np.ndarray, name: str) -> ScalarKind:
-    if x.dtype == np.uint16 or (BF16 is not None and x.dtype == BF16):
-        return "bf16"
-    if x.dtype == np.float16:
-        return "fp16"
-    if x.dtype == np.float32:
-        return "fp32"
-    raise TypeError(
-        f"{name} must have dtype bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), float16 "
-        f"or float32, got {x.dtype}"
-    )
+def _dtype_name(a: Any) -> str:
+    """NumPy's name of the dtype (a tensor's as torch spells it, less the module)."""
+    return str(a.dtype).removeprefix("torch.")
+
+
+_ONE_BYTE_NAMES = frozenset(d.name for d in ONE_BYTE_FLOATS)
+_KINDS: dict[str, ScalarKind] = {"uint16": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _scalar_kind(x: Any, name: str) -> ScalarKind:
+    kind = _KINDS.get(_dtype_name(x))
+    if kind is None:
+        raise TypeError(
+            f"{name} must have dtype bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), float16 "
+            f"or float32, got {_dtype_name(x)}"
+        )
+    return kind
 
 
 _KIND_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def _raw(x: np.ndarray, kind: ScalarKind) -> np.ndarray:
-    """bf16 as uint16 bit patterns; other kinds unchanged."""
-    return x.view(np.uint16) if kind == "bf16" else x
+def _raw(x: Any, kind: ScalarKind) -> Any:
+    """bf16 as 16-bit patterns (uint16; int16 for tensors, whose uint16 lacks operations on
+    some devices); other kinds unchanged."""
+    if kind != "bf16":
+        return x
+    return x.view(np.uint16) if isinstance(x, np.ndarray) else x.view(namespace(x).int16)
 
 
-def _same_kind(x: object, name: str, kind: ScalarKind) -> np.ndarray:
+def _same_kind(x: object, name: str, kind: ScalarKind) -> Any:
     a = as_array(x, name)
     got = _scalar_kind(a, name)
     if got != kind:
-        raise TypeError(f"{name} must have the same dtype as q ({_KIND_NAMES[kind]}), got {a.dtype}")
+        raise TypeError(f"{name} must have the same dtype as q ({_KIND_NAMES[kind]}), got {_dtype_name(a)}")
     return _raw(a, kind)
 
 
-def _dtype(x: object, name: str, dtype: type) -> np.ndarray:
+def _dtype(x: object, name: str, dtype: type) -> Any:
     a = as_array(x, name)
-    if a.dtype != np.dtype(dtype):
-        raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype}")
+    if _dtype_name(a) != np.dtype(dtype).name:
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {_dtype_name(a)}")
     return a
 
 
-def _one_byte(x: object, name: str, allowed: str = "uint8 or a float8 dtype") -> np.ndarray:
+def _one_byte(x: object, name: str, allowed: str = "uint8 or a float8 dtype") -> Any:
     a = as_array(x, name)
-    if a.dtype != np.uint8 and a.dtype not in ONE_BYTE_FLOATS:
-        raise TypeError(f"{name} must have a 1-byte dtype ({allowed}), got {a.dtype}")
-    return a.view(np.uint8)
+    if _dtype_name(a) != "uint8" and _dtype_name(a) not in _ONE_BYTE_NAMES:
+        raise TypeError(f"{name} must have a 1-byte dtype ({allowed}), got {_dtype_name(a)}")
+    return a.view(namespace(a).uint8)
 
 
-def _writable(a: np.ndarray, name: str) -> None:
-    if not (a.flags.c_contiguous and a.flags.writeable):
+def _writable(a: Any, name: str) -> None:
+    ok = a.flags.c_contiguous and a.flags.writeable if isinstance(a, np.ndarray) else a.is_contiguous()
+    if not ok:
         raise ValueError(f"{name} must be C-contiguous and writeable (the op writes into it in place)")
+
+
+def _one_device(arrays: dict[str, Any]) -> None:
+    """Every array argument of q's kind (NumPy arrays or tensors) and on q's device."""
+    q = arrays["q"]
+    for name, a in arrays.items():
+        if a is None:
+            continue
+        if isinstance(a, np.ndarray) != isinstance(q, np.ndarray):
+            raise TypeError(f"{name} must be an array of the kind of q ({type(q).__name__}), got {type(a).__name__}")
+        if device(a) != device(q):
+            raise ValueError(f"{name} must be on the device of q ({device(q)}), got {device(a)}")
 
 
 def _shape(a: np.ndarray, name: str, want: tuple[int, ...], doc: str, min_rows: int | None = None) -> None:
@@ -127,11 +163,14 @@ def _shape(a: np.ndarray, name: str, want: tuple[int, ...], doc: str, min_rows: 
         raise ValueError(f"{name} must have shape {doc} with {rows} rows, got {tuple(a.shape)}")
 
 
-def _poison(shape: tuple[int, ...], dtype: type) -> np.ndarray:
+def _poison(call: Call, shape: tuple[int, ...], dtype: str) -> Any:
+    """A POISON-filled buffer of the call's namespace and device (dtype by name)."""
     from mxgate.oracle.layouts import POISON
 
-    raw = np.full(shape + (np.dtype(dtype).itemsize,), POISON, dtype=np.uint8)
-    return raw.view(dtype).reshape(shape)
+    xp = call.xp
+    wanted = getattr(xp, dtype)
+    raw = xp.full(shape + (np.dtype(dtype).itemsize,), POISON, dtype=xp.uint8, device=call.device)
+    return xp.reshape(raw.view(wanted), shape)
 
 
 # ---- the check ----------------------------------------------------------------------------------
@@ -194,8 +233,8 @@ def check_call(
     weights_raw = _same_kind(weights, "weights", kind)
     cos_raw = _same_kind(cos_cache, "cos_cache", kind)
     sin_raw = _same_kind(sin_cache, "sin_cache", kind)
-    slots_arr = _dtype(slot_mapping, "slot_mapping", np.int64)
-    pos_arr = _dtype(positions, "positions", np.int64)
+    slots_given = _dtype(slot_mapping, "slot_mapping", np.int64)
+    pos_given = _dtype(positions, "positions", np.int64)
     nw = _dtype(norm_weight, "norm_weight", np.float32)
     nb = _dtype(norm_bias, "norm_bias", np.float32)
     # C float parameters: rounded to float32; a NaN or Inf would turn every row it touches
@@ -224,6 +263,11 @@ def check_call(
                       (qs_arr, "q_scale_out"), (ks_arr, "kv_cache_scale")):
         if arr is not None:
             _writable(arr, name)
+    _one_device({"q": q_arr, "k": k_raw, "weights": weights_raw, "cos_cache": cos_raw, "sin_cache": sin_raw,
+                 "slot_mapping": slots_given, "positions": pos_given, "norm_weight": nw, "norm_bias": nb,
+                 "q_out": q_out_arr, "weights_out": wo_arr, "kv_cache": kv_arr, "q_scale_out": qs_arr,
+                 "kv_cache_scale": ks_arr})
+    slots_arr, pos_arr = to_numpy(slots_given), to_numpy(pos_given)  # small: their values are read here
 
     # ---- the kernel's rejections, in its order -----------------------------------------------
     if k_raw.ndim != 2:
@@ -387,6 +431,7 @@ def check_call(
         use_ue8m0=scale_fmt == "ue8m0", preshuffle=pre, is_neox=neox, compute_all_q_rope=allq,
         profile=prof, variant=front, q_out=q_out_arr, weights_out=wo_arr, kv_cache=kv_arr,
         q_scale_out=qs_arr, kv_cache_scale=ks_arr, num_blocks=blocks, block_size=block,
+        xp=namespace(q_arr), device=device(q_arr),
     )
 
 
@@ -396,19 +441,20 @@ def fresh_outputs(call: Call) -> None:
 
     t, h = call.num_tokens, call.num_heads
     fp4 = call.mode == "fp4"
+    on = {} if is_numpy(call.xp) else {"device": call.device}  # new_buffer: NumPy by default
     if call.q_out is None:
-        call.q_out = _poison((t, h, ROW_BYTES if fp4 else HEAD_DIM), np.uint8)
+        call.q_out = _poison(call, (t, h, ROW_BYTES if fp4 else HEAD_DIM), "uint8")
     if call.weights_out is None:
         # bf16 results travel as uint16 bit patterns
-        dtype = {"bf16": np.uint16, "fp16": np.float16, "fp32": np.float32}[call.kind] if fp4 else np.float32
-        call.weights_out = _poison((t, h), dtype)
+        dtype = {"bf16": "uint16", "fp16": "float16", "fp32": "float32"}[call.kind] if fp4 else "float32"
+        call.weights_out = _poison(call, (t, h), dtype)
     if call.kv_cache is None:
         if fp4:
-            call.kv_cache = layouts.get("aiter-fp4-kv").new_buffer(num_blocks=call.num_blocks)
+            call.kv_cache = layouts.get("aiter-fp4-kv").new_buffer(num_blocks=call.num_blocks, **on)
         else:
             name = "aiter-fp8-kv-preshuffle" if call.preshuffle else "aiter-fp8-kv"
-            call.kv_cache = layouts.get(name).new_buffer(num_blocks=call.num_blocks, block_size=call.block_size)
+            call.kv_cache = layouts.get(name).new_buffer(num_blocks=call.num_blocks, block_size=call.block_size, **on)
     if fp4 and call.q_scale_out is None:
-        call.q_scale_out = layouts.get("aiter-fp4-q-scale").new_buffer(num_tokens=t, num_heads=h)
+        call.q_scale_out = layouts.get("aiter-fp4-q-scale").new_buffer(num_tokens=t, num_heads=h, **on)
     if fp4 and call.kv_cache_scale is None:
-        call.kv_cache_scale = layouts.get("aiter-fp4-kv-scale").new_buffer(num_blocks=call.num_blocks)
+        call.kv_cache_scale = layouts.get("aiter-fp4-kv-scale").new_buffer(num_blocks=call.num_blocks, **on)
