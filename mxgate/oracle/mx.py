@@ -21,9 +21,8 @@ _BLOCK_ELEMENTS = 1 << 19  # elements per scheduled block: one e8m0_scale call, 
 _CHUNK_ELEMENTS = 1 << 17  # elements per pass inside a block: temporaries stay in L2 (measured)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _U32 = np.uint64(32)
-_KEEP_BITS = 11  # e2m1's rounding index (see rounding.lookup)
-_SHIFT = np.uint32(31 - _KEEP_BITS)
-_STICKY = np.uint32((1 << (31 - _KEEP_BITS)) - 1)
+_SHIFT = np.uint32(31 - e2m1.KEEP_BITS)  # e2m1's rounding index (see rounding.lookup)
+_STICKY = np.uint32((1 << (31 - e2m1.KEEP_BITS)) - 1)
 
 
 def quantize_mx(x: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> tuple[Any, Any]:

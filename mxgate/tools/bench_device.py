@@ -8,7 +8,7 @@ Rows (each timed best-of-``repeat`` after a warm-up, on the same data):
                    (bytes read + written per second), the physical limit of the others
   quantize f32/bf16  the twin's MXFP4 block quantize (fused Triton kernel on CUDA): bytes
                    read + written per second, as a fraction of the copy's (target >= 0.5)
-  reference form   the twin's quantize_mx as plain tensor operations (no fused kernel)
+  reference form   the oracle's own quantize_mx on the tensors (no fused kernel)
   oracle           the NumPy oracle's quantize_mx on the host (every core), elements/s
   sglang fake_quant_fp4  sglang 0.5.23's torch quantize-dequantize round trip, against the
                    twin's quantize + dequantize (the same work)
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from mxgate import oracle, twin
-from mxgate.twin import fused, mx
+from mxgate.twin import fused
 from mxgate.twin.sweep import sweep_device
 
 PROFILE = "gfx950"
@@ -114,7 +114,7 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
             report.add(f"quantize f32 block {block} warps {warps}", ms=s * 1e3, of_copy_bandwidth=bw / copy_bw)
     small = min(n, 1 << 26)
     xs = src[:small]
-    ref_s = best_seconds(lambda: mx.quantize_mx(xs, PROFILE), device, max(1, repeat // 2))
+    ref_s = best_seconds(lambda: oracle.quantize_mx(xs, PROFILE), device, max(1, repeat // 2))
     report.add("quantize f32 (reference form)", elements=small, ms=ref_s * 1e3, Gelem_per_s=small / ref_s / 1e9)
     twin_rate = n / quantize_s if quantize_s else small / ref_s
     host = xs.cpu().numpy()

@@ -1,8 +1,10 @@
-"""The oracle's twin on torch tensors (CUDA and CPU): same bits, on the device.
+"""The oracle on torch tensors (CUDA and CPU): same bits, on the device.
 
-Importing this package imports torch; ``mxgate`` and ``mxgate.oracle`` never do. Each module
-mirrors its oracle counterpart and reads the same Profile fields; tests compare the two byte
-for byte (tests/test_twin.py), on the CPU in CI and over every float32 input on a GPU.
+Importing this package imports torch; ``mxgate`` and ``mxgate.oracle`` never do. The codecs,
+scales and ``dequantize_mx`` here are the oracle's own functions (written once against an array
+namespace, they run on tensors as given); what is the twin's own is device-specific: the fused
+Triton quantizer behind ``quantize_mx`` on CUDA, its scale tables, the device sweeps, the layouts.
+tests/test_twin.py runs each function on NumPy and on tensors and compares the bytes.
 
     from mxgate import twin
     codes = twin.encode_e2m1(x_cuda_f32, "gfx950")
@@ -10,22 +12,22 @@ for byte (tests/test_twin.py), on the CPU in CI and over every float32 input on 
     twin.layouts.get("aiter-fp4-kv").scatter(buf, packed, slots=slots)
 """
 
-from mxgate.twin import layouts
-from mxgate.twin.formats import (
+from mxgate.oracle import (
     bf16_bits,
     bf16_to_f32,
     decode_e2m1,
     decode_e4m3,
     decode_e8m0,
+    dequantize_mx,
+    e8m0_scale,
     encode_e2m1,
     encode_e4m3,
     pack_nibbles,
     round_bf16,
     unpack_nibbles,
 )
-from mxgate.twin.mx import dequantize_mx
+from mxgate.twin import layouts
 from mxgate.twin.quantize import quantize_mx
-from mxgate.twin.scales import e8m0_scale
 
 __all__ = [
     "bf16_bits", "bf16_to_f32", "decode_e2m1", "decode_e4m3", "decode_e8m0", "dequantize_mx",

@@ -7,8 +7,9 @@ the compiler's floating-point choices (contraction, canonical NaNs):
   * the e8m0 byte: the profile's step table (``scale_table``), one gather per group where each
     binade holds at most one step (every shipped profile), else bisection;
   * x / 2^(byte - 127): one IEEE multiply by the exact power of two, correctly rounded into the
-    subnormals, with NaN and Inf settled on the bits and the profile's rule for a NaN scale;
-  * the E2M1 code: the profile's rounding table at the oracle's index (``rounding``).
+    subnormals, with NaN and Inf settled on the bits and the profile's rules for byte 0
+    (``scale0_divisor``) and byte 255 (``nan_scale``);
+  * the E2M1 code: the oracle's rounding table at the oracle's index (``oracle.rounding``).
 Tests compare it with the oracle byte for byte (under the interpreter on the CPU, compiled on
 a GPU).
 """
@@ -20,11 +21,15 @@ import sys
 import torch
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.twin._check import as_float32, check_group
-from mxgate.twin.formats import e2m1
+from mxgate.oracle.arguments import as_float32, check_group
+from mxgate.oracle.formats import e2m1
+from mxgate.oracle.xp import table_on
 from mxgate.twin.scale_table import binades, segments
 
 BLOCK_GROUPS = 128  # groups per program (measured fastest on an H200 with 4 warps)
+# the exponent d of the factor 2^d that byte 0 multiplies by, per scale0_divisor (the oracle's
+# e8m0_divisor_reciprocals): 2^127, 2^126 or 1
+BYTE0_EXPONENT = {"pow2": 127, "min_normal": 126, "one": 0}
 
 try:
     import triton
@@ -54,7 +59,7 @@ def unavailable(x: object, group: int) -> str | None:
 if triton is not None:
 
     @triton.jit
-    def _scaled(u, d, byte, NAN_SCALE_IS_NAN: tl.constexpr):
+    def _scaled(u, d, byte, NAN_SCALE_IS_NAN: tl.constexpr, NAN_SCALE_IS_INF: tl.constexpr):
         """Bits of x * 2^d for x's bits u (int32) and d in [-128, 127], the profile's NaN rules.
 
         One IEEE float32 multiply by the exact power of two 2^d (a normal or subnormal factor):
@@ -67,6 +72,10 @@ if triton is not None:
         y = tl.where(special, tl.where((u & 0x7FFFFF) != 0, u | 0x400000, u), y)
         if NAN_SCALE_IS_NAN:
             y = tl.where(byte == 255, tl.where((u & 0x7FFFFFFF) > 0x7F800000, u | 0x400000, 0x7FC00000), y)
+        if NAN_SCALE_IS_INF:
+            # x / +Inf: a zero of x's sign; an Inf x gives x86's default NaN 0xFFC00000
+            zero_or_nan = tl.where((u & 0x7FFFFFFF) == 0x7F800000, -0x400000, u & -0x80000000)
+            y = tl.where(byte == 255, tl.where((u & 0x7FFFFFFF) > 0x7F800000, y, zero_or_nan), y)
         return y
 
     @triton.jit
@@ -95,7 +104,9 @@ if triton is not None:
     @triton.jit
     def _quantize_mx_kernel(x_ptr, packed_ptr, scale_ptr, table_ptr, starts_ptr, values_ptr, binades_ptr, n_groups,
                             GROUP: tl.constexpr, BLOCK: tl.constexpr, IS_BF16: tl.constexpr,
-                            IGNORE_NAN: tl.constexpr, NAN_SCALE_IS_NAN: tl.constexpr, BY_BINADE: tl.constexpr):
+                            IGNORE_NAN: tl.constexpr, NAN_SCALE_IS_NAN: tl.constexpr,
+                            NAN_SCALE_IS_INF: tl.constexpr, BYTE0_EXPONENT: tl.constexpr,
+                            BY_BINADE: tl.constexpr):
         HALF: tl.constexpr = GROUP // 2
         pid = tl.program_id(0)
         g = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)[:, None]
@@ -117,32 +128,35 @@ if triton is not None:
         amax = tl.max(tl.maximum(mlo, mhi), axis=1)
         b = _scale_byte(amax, starts_ptr, values_ptr, binades_ptr, BY_BINADE)
         byte = b[:, None]
-        d = tl.where(byte == 255, -128, 127 - byte)
-        y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN)
-        y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN)
+        d = tl.where(byte == 255, -128, tl.where(byte == 0, BYTE0_EXPONENT, 127 - byte))
+        y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
+        y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
         packed = _code(y_lo, table_ptr) | (_code(y_hi, table_ptr) << 4)
         tl.store(packed_ptr + g * HALF + j, packed, mask=mask)
         gs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         tl.store(scale_ptr + gs, b.to(tl.uint8), mask=gs < n_groups)
 
     @triton.jit
-    def _scale_bits_kernel(u_ptr, d_ptr, out_ptr, n, NAN_SCALE_IS_NAN: tl.constexpr, BLOCK: tl.constexpr):
+    def _scale_bits_kernel(u_ptr, d_ptr, out_ptr, n, NAN_SCALE_IS_NAN: tl.constexpr, NAN_SCALE_IS_INF: tl.constexpr,
+                           BLOCK: tl.constexpr):
         """Test entry: out = _scaled(u, d) elementwise (d = -128 stands for byte 255)."""
         i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         m = i < n
         u = tl.load(u_ptr + i, mask=m, other=0)[None, :]
         d = tl.load(d_ptr + i, mask=m, other=0)[None, :]
         byte = tl.where(d == -128, 255, 127 - d)
-        y = _scaled(u, d, byte, NAN_SCALE_IS_NAN)
+        y = _scaled(u, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
         tl.store(out_ptr + i[None, :], y, mask=m[None, :])
 
 
-def scale_bits(u: torch.Tensor, d: torch.Tensor, nan_scale_is_nan: bool) -> torch.Tensor:
-    """The kernel's x * 2^d on int32 patterns u and int32 exponents d (for tests)."""
+def scale_bits(u: torch.Tensor, d: torch.Tensor, nan_scale: str) -> torch.Tensor:
+    """The kernel's x * 2^d on int32 patterns u and int32 exponents d under a profile's
+    ``nan_scale`` (for tests)."""
     out = torch.empty_like(u)
     block = 1024
     _scale_bits_kernel[(triton.cdiv(u.numel(), block),)](u.contiguous(), d.contiguous(), out, u.numel(),
-                                                         NAN_SCALE_IS_NAN=nan_scale_is_nan, BLOCK=block)
+                                                         NAN_SCALE_IS_NAN=nan_scale == "nan",
+                                                         NAN_SCALE_IS_INF=nan_scale == "inf", BLOCK=block)
     return out
 
 
@@ -185,7 +199,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     packed = torch.empty((n_groups, group // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_groups, dtype=torch.uint8, device=x.device)
     if n_groups:
-        table = e2m1.table(p, x.device)
+        table = table_on(e2m1.table(p), x)
         starts, values = segments(p, x.device)
         by_binade = None if bisect else binades(p, x.device)
         grid = (triton.cdiv(n_groups, block_groups),)
@@ -193,7 +207,8 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
                                   starts if by_binade is None else by_binade, n_groups, GROUP=group,
                                   BLOCK=block_groups, IS_BF16=x.dtype == torch.bfloat16,
                                   IGNORE_NAN=p.amax_nan == "ignore", NAN_SCALE_IS_NAN=p.nan_scale == "nan",
-                                  BY_BINADE=by_binade is not None, num_warps=num_warps)
+                                  NAN_SCALE_IS_INF=p.nan_scale == "inf",
+                                  BYTE0_EXPONENT=BYTE0_EXPONENT[p.scale0_divisor], BY_BINADE=by_binade is not None, num_warps=num_warps)
     lead = tuple(x.shape[:-1])
     return packed.reshape(lead + (n // 2,)), scales.reshape(lead + (n // group,))
 

@@ -1,12 +1,12 @@
-"""quantize_mx of the twin: the fused Triton kernel on CUDA where it applies, else the
-reference form (``mxgate.twin.mx``). Both give the oracle's bytes."""
+"""quantize_mx of the twin: the fused Triton kernel on CUDA where it applies, else the oracle's
+own ``quantize_mx`` on the tensors. Both give the oracle's bytes."""
 
 from __future__ import annotations
 
 import torch
 
+from mxgate.oracle import mx as _oracle_mx
 from mxgate.oracle import profiles as _profiles
-from mxgate.twin import mx
 
 
 def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32,
@@ -14,7 +14,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     """x [..., N] (float32 or bf16) -> (packed uint8 [..., N/2], e8m0 uint8 [..., N/group]).
 
     fused: None picks the Triton kernel when x is on CUDA and Triton can compile it; True
-    insists on it (an error says why it cannot run); False takes the reference form.
+    insists on it (an error says why it cannot run); False takes the oracle on the tensors.
     """
     if fused is not False:
         from mxgate.twin import fused as _fused
@@ -24,4 +24,4 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
             return _fused.quantize_mx(x, profile, group)
         if fused:
             raise RuntimeError(f"fused quantize_mx cannot run here: {reason}")
-    return mx.quantize_mx(x, profile, group)
+    return _oracle_mx.quantize_mx(x, profile, group)

@@ -1,6 +1,7 @@
 """The e8m0 scale of a block as a step function of its amax bit pattern.
 
-On the finite-or-Inf amax patterns a in [0, 0x7F800000], ``e8m0_scale`` is non-decreasing for
+On the finite-or-Inf amax patterns a in [0, 0x7F800000], the oracle's ``e8m0_scale`` (run on
+the tensors) is non-decreasing for
 every combination of profile fields: the floor is a max, a multiply or divide by a positive
 constant rounds monotonically, the exponent of a ceiling or floor power of two, the mantissa
 rounding of the "even" policy and the clamps are monotone, and Inf gives the top byte. So
@@ -21,8 +22,8 @@ from functools import cache
 import torch
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.twin._bits import bits_f32
-from mxgate.twin.scales import e8m0_scale
+from mxgate.oracle.scales import e8m0_scale
+from mxgate.oracle.xp import floats
 
 DOMAIN = 1 << 31  # magnitude patterns +0 .. 0x7FFFFFFF; a padding start is never reached
 INF = 0x7F800000
@@ -30,7 +31,7 @@ SIZE = 512  # bisection in 9 steps
 
 
 def _scale_of(patterns: torch.Tensor, p: _profiles.Profile) -> torch.Tensor:
-    return e8m0_scale(bits_f32(patterns.to(torch.int32)), p).to(torch.int64)
+    return e8m0_scale(floats(patterns.to(torch.int32)), p).to(torch.int64)
 
 
 def _finite_starts(p: _profiles.Profile, device: str) -> torch.Tensor:

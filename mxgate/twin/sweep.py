@@ -3,10 +3,10 @@
     result = sweep_device(lambda x: my_kernel(x), "gfx950", "cuda")
     print(result.summary())
 
-The backend and the twin both see all 2^32 patterns, chunk by chunk, on the device; only the
-mismatch counts and the first examples come back to the host. The twin's encoder is the
-oracle's rounding table at the oracle's index (tests compare it with the NumPy oracle over
-every input), so a mismatch is the backend's.
+The backend and the reference both see all 2^32 patterns, chunk by chunk, on the device; only
+the mismatch counts and the first examples come back to the host. The reference is the oracle's
+own encoder on the tensors: its rounding table, on the device, at its index
+(``oracle.rounding.lookup``), so a mismatch is the backend's.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 import torch
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.twin._bits import as_i32, is_nan_bits
-from mxgate.twin.formats import e2m1, e4m3
-from mxgate.twin.rounding import lookup
+from mxgate.oracle.formats import e2m1, e4m3
+from mxgate.oracle.rounding import lookup
+from mxgate.oracle.xp import i32
+from mxgate.oracle.xp import is_nan_bits, table_on
 
 TOTAL = 1 << 32
 CHUNK_BITS = 28
 FORMATS = ("e2m1", "e4m3", "e4m3fn", "e4m3fnuz")  # "e4m3": the profile's FP8 variant
-_SATURATE = {"nan": False, "saturate": True, "satfinite": "satfinite"}
 
 
 @dataclass
@@ -59,19 +59,20 @@ class DeviceSweep:
 
 
 def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> tuple[torch.Tensor, int]:
-    """(rounding table on ``device``, keep_bits) of the twin's encoder for ``fmt`` under the profile."""
+    """(rounding table on ``device``, keep_bits) of the oracle's encoder for ``fmt`` under the profile."""
     p = _profiles.get(profile)
+    like = torch.empty(0, device=device)
     if fmt == "e2m1":
-        return e2m1.table(p, device), e2m1.KEEP_BITS
+        return table_on(e2m1.table(p), like), e2m1.KEEP_BITS
     if fmt.startswith("e4m3") and fmt in FORMATS:
         variant = p.fp8_variant if fmt == "e4m3" else fmt[len("e4m3"):]
-        return e4m3.table(variant, _SATURATE[p.fp8_overflow], device), e4m3.KEEP_BITS
+        return table_on(e4m3.table(variant, e4m3.SATURATE_OF_OVERFLOW[p.fp8_overflow]), like), e4m3.KEEP_BITS
     raise ValueError(f"fmt must be one of {', '.join(FORMATS)}; got {fmt!r}")
 
 
 def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
     """int32 tensor of the float32 patterns start .. start + count - 1 (uint32 order)."""
-    return torch.arange(count, dtype=torch.int32, device=device) + as_i32(start)
+    return torch.arange(count, dtype=torch.int32, device=device) + i32(start)
 
 
 def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profile: str | _profiles.Profile,
@@ -93,7 +94,7 @@ def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profil
         torch.cuda.synchronize(dev)
     start_time = time.perf_counter()
     for index in chunks:
-        u = base + as_i32(index << chunk_bits)
+        u = base + i32(index << chunk_bits)
         actual = backend_encoder(u.view(torch.float32))
         if not isinstance(actual, torch.Tensor) or actual.shape != u.shape:
             raise ValueError(f"backend_encoder must return a tensor of shape {tuple(u.shape)}, got "
@@ -123,7 +124,7 @@ def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base:
     for (index, _), bad in zip(indices, counts):
         if not bad or len(result.examples) >= max_examples:
             continue
-        u = base + as_i32(index << chunk_bits)
+        u = base + i32(index << chunk_bits)
         actual = backend_encoder(u.view(torch.float32)).to(device=dev, dtype=torch.uint8)
         ours = lookup(u, table, keep_bits)
         where = torch.nonzero(ours != actual).reshape(-1)[: max_examples - len(result.examples)]

@@ -19,7 +19,7 @@ from mxgate.oracle.rounding import classify, lookup
 from mxgate.oracle.xp import INDEFINITE, bits, device, floats, is_nan_bits, is_numpy, namespace, quiet_or_default, table_on, take
 
 MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
-_KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
+KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit
 _MAX_CODE = 7
 _SIGN = 8
 MIDPOINTS = (MAGNITUDES[:-1] + MAGNITUDES[1:]) / 2  # the tie points: 0.25, 0.75, ..., 5
@@ -56,7 +56,7 @@ def table(profile: str | _profiles.Profile) -> np.ndarray:
 
 @cache
 def _table(tie: str, zero_sign: str, nan_rule: str, inf: str) -> np.ndarray:
-    c = classify(_KEEP_BITS, MAGNITUDES, 8.0, tie)
+    c = classify(KEEP_BITS, MAGNITUDES, 8.0, tie)
     magnitude = c.index.astype(np.uint8)
     magnitude[c.overflow] = _MAX_CODE
     if zero_sign == "keep":
@@ -97,7 +97,7 @@ def encode_e2m1(x: Any, profile: str | _profiles.Profile = "gfx950", *, scale: A
     x32 = as_float32(x, "x")
     if scale is not None:
         x32 = scaled_by_e8m0(x32, scale, p)
-    return lookup(bits(x32), table_on(rounding, x32), _KEEP_BITS)
+    return lookup(bits(x32), table_on(rounding, x32), KEEP_BITS)
 
 
 def e8m0_divisor_reciprocals(profile: str | _profiles.Profile = "gfx950") -> np.ndarray:

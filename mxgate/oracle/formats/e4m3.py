@@ -15,7 +15,7 @@ from mxgate.oracle.arguments import as_float32, as_uint8, choice
 from mxgate.oracle.rounding import classify, lookup
 from mxgate.oracle.xp import bits, table_on, take
 
-_KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
+KEEP_BITS = 13  # sign, 8 exponent bits, 3 mantissa bits, guard bit
 SATURATE_MODES = (False, True, "satfinite")
 # Profile.fp8_overflow -> the encoder's ``saturate`` argument (nan: AMD hardware and ml_dtypes;
 # saturate: to +-max; satfinite: NVIDIA's cvt.rn.satfinite, every NaN 0x7F)
@@ -48,7 +48,7 @@ def table(variant: str, saturate: bool | str) -> np.ndarray:
 def _table(variant: str, saturate: bool | str) -> np.ndarray:
     # Called with canonical values only: False and 0 hash alike, so an unchecked key would
     # let one caller's table answer another's.
-    c = classify(_KEEP_BITS, _magnitudes(variant), _overflow_next(variant), "even")
+    c = classify(KEEP_BITS, _magnitudes(variant), _overflow_next(variant), "even")
     code = c.index.astype(np.uint8)
     max_code = np.uint8(0x7E if variant == "fn" else 0x7F)
     nan_code = np.uint8(0x7F if variant == "fn" else 0x80)
@@ -78,7 +78,7 @@ def encode_e4m3(x: Any, variant: str = "fn", saturate: bool | str = False) -> An
     """
     rounding = table(variant, saturate)
     x32 = as_float32(x, "x")
-    return lookup(bits(x32), table_on(rounding, x32), _KEEP_BITS)
+    return lookup(bits(x32), table_on(rounding, x32), KEEP_BITS)
 
 
 @cache
