@@ -144,6 +144,70 @@ def test_indexer_fresh_outputs_and_errors_are_the_oracles() -> None:
         assert str(got.value) == str(want.value)
 
 
+def _bad_calls(args: dict) -> list[tuple[str, dict]]:
+    """One broken argument each: dtypes, shapes, layouts, slot and position values."""
+    t = args["k"].shape[0]
+    repeated = args["slot_mapping"].copy()
+    repeated[1] = repeated[0] = 3
+    return [
+        ("slot_mapping int32", {"slot_mapping": args["slot_mapping"].astype(np.int32)}),
+        ("weights float32", {"weights": args["weights"].astype(np.float32)}),
+        ("q float64", {"q": args["q"].astype(np.float64)}),
+        ("norm_weight float16", {"norm_weight": args["norm_weight"].astype(np.float16)}),
+        ("q_out int8", {"q_out": args["q_out"].view(np.int8)}),
+        ("q_out strided", {"q_out": np.zeros(args["q_out"].shape[:-1] + (2 * args["q_out"].shape[-1],), np.uint8)[..., ::2]}),
+        ("q_out short", {"q_out": args["q_out"][:, :, :-1].copy()}),
+        ("k 3-d", {"k": args["k"][:, None]}),
+        ("cos_cache wide", {"cos_cache": np.zeros((8, 33), np.uint16), "sin_cache": np.zeros((8, 33), np.uint16)}),
+        ("kv_cache 4-d", {"kv_cache": args["kv_cache"][..., 0].copy()}),
+        ("repeated slot", {"slot_mapping": repeated}),
+        ("slot past the cache", {"slot_mapping": np.full(t, 10**6, np.int64)}),
+        ("heads not 16", {"q": args["q"][:, :8].copy(), "weights": args["weights"][:, :8].copy(),
+                          "q_out": args["q_out"][:, :8].copy()}),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["fp4", "fp8"])
+def test_indexer_errors_are_the_same_for_tensors(mode: str) -> None:
+    """Every refusal: the same exception type and message for tensors as for NumPy arrays."""
+    args = cases.make_case(cases.IndexerConfig(mode, 6, 16, True, False, "ue8m0" if mode == "fp4" else None), seed=SEED)
+    for note, change in _bad_calls(args):
+        bad = dict(cases.copy_case(args), **change)
+        with pytest.raises((TypeError, ValueError)) as want:
+            OP(**bad)
+        tensors = op_inputs(bad)
+        if note == "q_out strided":  # tt() makes arrays contiguous: the same view of a tensor
+            tensors["q_out"] = tt(bad["q_out"].base)[..., ::2]
+        with pytest.raises(want.type) as got:
+            OP(**tensors)
+        assert str(got.value) == str(want.value), note
+
+
+def test_indexer_tensors_on_one_device_of_one_kind() -> None:
+    args = cases.make_case(cases.IndexerConfig("fp4", 4, 16, True, False), seed=SEED)
+    mixed = dict(op_inputs(cases.copy_case(args)), k=args["k"].copy())
+    with pytest.raises(TypeError, match="k must be an array of the kind of q"):
+        OP(**mixed)
+    elsewhere = dict(op_inputs(cases.copy_case(args)), kv_cache=torch.empty(args["kv_cache"].shape, dtype=torch.uint8,
+                                                                          device="meta"))
+    with pytest.raises(ValueError, match=r"kv_cache must be on the device of q \(cpu\), got meta"):
+        OP(**elsewhere)
+
+
+@pytest.mark.parametrize("mode", ["fp4", "fp8"])
+def test_indexer_bf16_as_torch_bfloat16_and_fresh_outputs(mode: str) -> None:
+    """bf16 as torch.bfloat16 (the NumPy side: uint16 patterns) and every output left None."""
+    config = cases.IndexerConfig(mode, 7, 16, False, True, "ue8m0", False, 64 if mode == "fp4" else 16)
+    args = cases.make_case(config, seed=SEED + 1)
+    fresh = dict(args, q_out=None, weights_out=None, kv_cache=None, q_scale_out=None, kv_cache_scale=None)
+    want = OP(**cases.copy_case(fresh), mode=mode, kv_block_size=config.block_size)
+    tensors = op_inputs(cases.copy_case(fresh))
+    for name in ("q", "k", "weights", "cos_cache", "sin_cache"):
+        tensors[name] = tensors[name].view(torch.bfloat16)
+    got = OP(**tensors, mode=mode, kv_block_size=config.block_size)
+    for field, w, g in zip(want._fields, want, got):
+        if w is not None:
+            assert_same(w, g, f"{mode} fresh {field}")
 
 
 @pytest.mark.gpu

@@ -1,3 +1,2 @@
-"""Op-level twins on torch tensors: the indexer op (both modes, every front-end variant)."""
-
-from mxgate.twin.ops.indexer import IndexerOutputs, indexer_qk_rope_quant_and_cache  # noqa: F401 - the API
+"""Nothing of the indexer op is the twin's any more: ``oracle.ops.indexer_qk_rope_quant_and_cache``
+runs on torch tensors itself. ``f32math`` re-exports the oracle's while a twin scorer imports it."""
