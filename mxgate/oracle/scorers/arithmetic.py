@@ -169,7 +169,7 @@ def exact_matmul(a: Any, b: Any) -> Any:
     (integer-valued dots): exact in any order, so any BLAS gives the same values. float64 also
     keeps clear of TF32, which a float32 matmul on a GPU may use."""
     xp = namespace(a, b)
-    return xp.matmul(xp.astype(a, xp.float64), xp.astype(b, xp.float64))
+    return xp.matmul(xp.astype(a, xp.float64, copy=False), xp.astype(b, xp.float64, copy=False))
 
 
 def f32_nearest(num: int, exp: int) -> np.float32:
