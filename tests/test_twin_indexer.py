@@ -210,6 +210,22 @@ def test_indexer_bf16_as_torch_bfloat16_and_fresh_outputs(mode: str) -> None:
             assert_same(w, g, f"{mode} fresh {field}")
 
 
+@pytest.mark.parametrize("seed", [SEED, SEED + 1])
+def test_frontend_values_on_tensors(seed: int) -> None:
+    """The values the quantizers see (every variant, special values planted), both namespaces."""
+    rng = rng_of(seed)
+    config = cases.IndexerConfig("fp4" if seed % 2 else "fp8", 9, 16, bool(seed % 2), False, "ue8m0", False,
+                                 64 if seed % 2 else 16)
+    args = cases.make_case(config, seed=seed, max_pos=64)
+    _plant_specials(args, rng)
+    for variant in ofrontend.VARIANT_NAMES:
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = oracle.ops.frontend_values(variant, **cases.copy_case(args))
+        got = oracle.ops.frontend_values(variant, **op_inputs(cases.copy_case(args)))
+        for name, w, g in zip(("q", "k"), want, got):
+            assert_same(w, g, f"seed {seed} {variant} {name} values")
+
+
 @pytest.mark.gpu
 def test_gpu_indexer_configs() -> None:
     compared = 0

@@ -17,9 +17,11 @@ import numpy as np
 
 from mxgate.oracle import layouts
 from mxgate.oracle.ops import frontend
+from mxgate.oracle.ops.f32math import nan_exact
 from mxgate.oracle.ops.frontend import FrontEnd
 from mxgate.oracle.ops.indexer import IndexerOutputs, indexer_qk_rope_quant_and_cache, k_values
 from mxgate.oracle.ops.indexer_checks import Call, check_call
+from mxgate.oracle.xp import ieee_quiet
 
 OUTPUT_NAMES = IndexerOutputs._fields
 _SIGNATURE = inspect.signature(indexer_qk_rope_quant_and_cache)
@@ -41,7 +43,7 @@ def _copy_outputs(args: dict[str, Any]) -> dict[str, Any]:
 
 def run_member(args: dict[str, Any], variant: FrontEnd, op=None) -> IndexerOutputs:
     """One envelope member's outputs, by ``op`` (NumPy in and out, the oracle's op by default;
-    the gate passes the twin's on a GPU)."""
+    on a device the gate passes the oracle's op run there, ``twin.reference.on_device``)."""
     op = indexer_qk_rope_quant_and_cache if op is None else op
     return IndexerOutputs(*op(**{**_copy_outputs(args), "variant": variant}))
 
@@ -149,16 +151,19 @@ def composite(call: Call, runs: dict[FrontEnd, IndexerOutputs], members: tuple[F
     return comp
 
 
-def frontend_values(variant: str | FrontEnd | None = None, **op_kwargs: Any) -> tuple[np.ndarray, np.ndarray]:
+def frontend_values(variant: str | FrontEnd | None = None, **op_kwargs: Any) -> tuple[Any, Any]:
     """The values the quantizers see, for every token t < T (positions clamped as the kernel
-    does for slot < 0): Q float32 [T, H, 128] and K float32 [T, 128], under ``variant``."""
+    does for slot < 0): Q float32 [T, H, 128] and K float32 [T, 128], under ``variant``, in the
+    arguments' namespace."""
     args = bind(op_kwargs)
     call = call_of({**args, "variant": variant})
     rows = np.arange(call.num_tokens, dtype=np.int64)
-    cos = frontend.to_f32(call.cos_cache[call.positions], call.kind)
-    sin = frontend.to_f32(call.sin_cache[call.positions], call.kind)
-    with np.errstate(over="ignore", invalid="ignore"):
-        q32 = frontend.to_f32(call.q[: call.num_tokens], call.kind).copy()
-        q32 = frontend.q_frontend(q32, cos, sin, call.is_neox, call.kind, call.variant.fma)
+    positions = call.put(call.positions)
+    cos = frontend.to_f32(call.cos_cache[positions], call.kind)
+    sin = frontend.to_f32(call.sin_cache[positions], call.kind)
+    with ieee_quiet(call.xp):
+        q32 = nan_exact(call.xp, lambda ar: frontend.q_frontend(
+            frontend.to_f32(call.q[: call.num_tokens], call.kind), cos, sin, call.is_neox, call.kind,
+            call.variant.fma, arith=ar))
         k32 = k_values(call, rows, cos, sin)
     return q32, k32
