@@ -15,9 +15,9 @@ Rows (each timed best-of-``repeat`` after a warm-up, on the same data):
   aiter f32_to_mxfp4     AITER's torch reference, where importable
   sweep            sweep_device over all 2^32 float32 inputs (the twin judging itself: judge
                    plus backend), and torch's own float8_e4m3fn cast judged under torch-cuda
-  indexer          the twin's indexer op, FP4, T tokens x H heads on the device (target for
+  indexer          the oracle's indexer op on tensors, FP4, T tokens x H heads on the device (target for
                    T = 2^20, H = 64: <= 1 s), against the NumPy oracle's rows/s on the host
-  scorer           the twin's pa_mqa_logits_fp4_scored (emulated order, value and bound), decode,
+  scorer           the oracle's pa_mqa_logits_fp4_scored on tensors (emulated order, value and bound), decode,
                    4 query rows x H heads over --context tokens, against the oracle's cells/s
 A peer that cannot run here is listed with the reason. Nothing is compared for bits here:
 tests/test_twin.py does that.
@@ -231,10 +231,9 @@ def _to_host(args: dict[str, object]) -> dict[str, object]:
 
 
 def bench_indexer(report: Report, device: torch.device, tokens: int, heads: int, repeat: int, oracle_tokens: int) -> None:
-    from mxgate.twin.ops import indexer_qk_rope_quant_and_cache as twin_op
-
     args = indexer_inputs(tokens, heads, device, 7)
-    s = best_seconds(lambda: twin_op(**args), device, max(1, repeat // 2))
+    # the oracle's op on the device tensors (one code, two namespaces)
+    s = best_seconds(lambda: oracle.ops.indexer_qk_rope_quant_and_cache(**args), device, max(1, repeat // 2))
     rows = tokens * heads
     report.add("indexer fp4 (twin)", tokens=tokens, heads=heads, seconds=s, Mrows_per_s=rows / s / 1e6)
     small = _to_host(indexer_inputs(oracle_tokens, heads, device, 8))
@@ -260,14 +259,13 @@ def bench_scorer(report: Report, device: torch.device, context: int, heads: int,
     from mxgate.inputs import logits as lc
     from mxgate.oracle import scorers
     from mxgate.twin.reference import to_device
-    from mxgate.twin.scorers import aiter_fp4
 
     def cells_per_s(ctx: int, seconds: float) -> float:
         return 4 * ctx * heads / seconds  # (row, head, token) cells
 
     case = lc.fp4_decode_case(11, 1, context, 4, heads, context_lens=np.array([context]))
     args = {k: to_device(v, device) for k, v in case.kwargs.items()}
-    s = best_seconds(lambda: aiter_fp4.pa_mqa_logits_fp4_scored(**args), device, max(1, repeat // 2))
+    s = best_seconds(lambda: scorers.pa_mqa_logits_fp4_scored(**args), device, max(1, repeat // 2))
     rate = cells_per_s(context, s)
     report.add("scorer fp4 decode (twin)", context=context, heads=heads, seconds=s, Gcells_per_s=rate / 1e9)
     small = lc.fp4_decode_case(12, 1, oracle_context, 4, heads, context_lens=np.array([oracle_context])).kwargs
