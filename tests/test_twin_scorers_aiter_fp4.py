@@ -1,10 +1,13 @@
-"""The twin of AITER's pa_mqa_logits_fp4 decode and prefill (mxgate.twin.scorers.aiter_fp4)
-against the NumPy oracle, byte for byte: emulated float32, value and bound float64, window.
+"""AITER's pa_mqa_logits_fp4 decode and prefill (mxgate.oracle.scorers.aiter_fp4): one function,
+two namespaces. The oracle run on NumPy arrays and on torch tensors gives the same bytes in
+every field (emulated float32, value and bound float64, window), NaN payloads and zero signs
+included, and the tensor call's fields are tensors on the inputs' device.
 
 CPU part (CI): the conformance configs of both ops under every profile, every qk_accum and
-bound model, the 5-D and 4-D q forms, ragged decode (cu_seq_q), a caller's ``out``, head_dim 256,
-planted special scale bytes (0xFF, 0x00), non-finite and subnormal weights, far-apart group scales
-(the oracle's exact path), overflowing products (NaN cells), and the oracle's errors.
+bound model (fast and exact paths), the 5-D and 4-D q forms, ragged decode (cu_seq_q), a
+caller's ``out``, head_dim 256, planted special scale bytes (0xFF, 0x00), non-finite and
+subnormal weights, far-apart group scales (the exact path), overflowing products (NaN cells),
+and the errors (same type, same message).
 GPU part (``--device cuda``): the same configs on the card and one production-size call.
 """
 
@@ -16,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 
 torch = pytest.importorskip("torch")
 
-from mxgate.twin import coverage  # noqa: E402  (profiles the twin models)
 from mxgate import oracle  # noqa: E402
 from mxgate.conformance.test_logits_conformance import AITER_CONFIGS, PREFILL_CONFIGS  # noqa: E402
 from mxgate.inputs import logits as lc  # noqa: E402
@@ -24,47 +26,32 @@ from mxgate.inputs.strategies import decode_ragged_params  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle import scorers  # noqa: E402
 from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS  # noqa: E402
-from mxgate.twin.reference import to_device  # noqa: E402
-from mxgate.twin.scorers import aiter_fp4 as twin_fp4  # noqa: E402
+from mxgate.twin import reference  # noqa: E402
+
+from namespaces import assert_same, tt  # noqa: E402
 
 SEED = 20261201
 FIELDS = ("emulated", "value", "bound", "window")
-
-
-def _bytes(a) -> np.ndarray:
-    if isinstance(a, torch.Tensor):
-        a = a.detach().cpu().numpy()
-    return np.ascontiguousarray(a).view(np.uint8).reshape(-1)
-
-
-def compare(expected: scorers.ScoredLogits, actual: scorers.ScoredLogits, note: str) -> int:
-    """Every field byte for byte (a NaN cell only NaN: payloads are outside the logits
-    contract); returns the number of window cells compared."""
-    for field in FIELDS:
-        e, a = getattr(expected, field), getattr(actual, field)
-        if e is None:
-            assert a is None, f"{note}: {field} given, the oracle gives None"
-            continue
-        assert tuple(e.shape) == tuple(a.shape), f"{note}: {field} shape {tuple(a.shape)}, oracle {e.shape}"
-        a = _np(a)
-        same = _bytes(e).reshape(e.shape + (-1,)) == _bytes(a).reshape(a.shape + (-1,))
-        same = same.all(axis=-1)
-        if e.dtype.kind == "f":  # NaN payloads are outside the contract: NaN where the oracle's is
-            same |= np.isnan(e) & np.isnan(a)
-        if not same.all():
-            r, t = np.argwhere(~same)[0]
-            raise AssertionError(f"{note}: {field} differs at row {r} token {t}: twin {a[r, t]!r}, "
-                                 f"oracle {e[r, t]!r}")
-    assert (actual.qk_accum, actual.bound_model) == (expected.qk_accum, expected.bound_model), note
-    return int(expected.window.sum())
-
-
-def _np(a):
-    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+FUNCTIONS = (scorers.pa_mqa_logits_fp4, scorers.pa_mqa_logits_fp4_scored, scorers.pa_mqa_logits_fp4_prefill,
+             scorers.pa_mqa_logits_fp4_prefill_scored)
 
 
 def on(kwargs: dict, device: str) -> dict:
-    return {k: to_device(v, device) for k, v in kwargs.items()}
+    """The call's arrays as tensors with the same bytes on ``device`` (bf16 as uint16 bits)."""
+    return {k: tt(a, device) if isinstance(a, np.ndarray) else a for k, a in kwargs.items()}
+
+
+def compare(expected: scorers.ScoredLogits, actual: scorers.ScoredLogits, note: str, device: str = "cpu") -> int:
+    """Every field byte for byte, each a tensor on ``device``; returns the window cells compared."""
+    for field in FIELDS:
+        e, a = getattr(expected, field), getattr(actual, field)
+        if e is None:
+            assert a is None, f"{note}: {field} given, NumPy gives None"
+            continue
+        assert isinstance(a, torch.Tensor) and a.device.type == device, f"{note}: {field} is {type(a)}"
+        assert_same(e, a, f"{note}: {field}")
+    assert (actual.qk_accum, actual.bound_model) == (expected.qk_accum, expected.bound_model), note
+    return int(expected.window.sum())
 
 
 def decode_cfgs() -> list[tuple[int, tuple]]:
@@ -95,6 +82,17 @@ def plant_specials(kwargs: dict, seed: int) -> dict:
     return kw
 
 
+def overflowing(kwargs: dict) -> dict:
+    """Weights near the bf16 maximum with both signs: the float32 products overflow on the
+    fast path and the head sums meet inf - inf (NaN cells made by the arithmetic itself)."""
+    kw = dict(kwargs)
+    w = kw["weights"].copy()
+    w[:] = 0x7F70
+    w[:, 1::2] |= 0x8000
+    kw["weights"] = w
+    return kw
+
+
 # ---- CPU: every conformance config, every profile and option ---------------------------------------
 
 
@@ -102,9 +100,9 @@ def plant_specials(kwargs: dict, seed: int) -> dict:
 def test_decode_configs_every_profile(seed: int, cfg: tuple) -> None:
     case = lc.fp4_decode_case(seed, *cfg)
     cells = 0
-    for name in [n for n in profiles.names() if coverage.models(n)]:
+    for name in profiles.names():
         want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name)
-        got = twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu"), profile=name)
+        got = scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu"), profile=name)
         cells += compare(want, got, f"decode seed {seed} {cfg} {name}")
     assert cells > 0
 
@@ -114,9 +112,9 @@ def test_prefill_configs_every_profile(seed: int, cfg: tuple) -> None:
     B, ctx, rows, heads, random_windows = cfg
     case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=random_windows)
     cells = 0
-    for name in [n for n in profiles.names() if coverage.models(n)]:
+    for name in profiles.names():
         want = scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name)
-        got = twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, "cpu"), profile=name)
+        got = scorers.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, "cpu"), profile=name)
         cells += compare(want, got, f"prefill seed {seed} {cfg} {name}")
     assert cells > 0
 
@@ -126,36 +124,52 @@ def test_every_qk_accum_and_bound_model(mode: str) -> None:
     seed = SEED + 1
     if mode == "decode":
         case = lc.fp4_decode_case(seed, 2, 200, 2, 32, head_dim=256, spread=6)
-        oracle_fn, twin_fn = scorers.pa_mqa_logits_fp4_scored, twin_fp4.pa_mqa_logits_fp4_scored
+        fn = scorers.pa_mqa_logits_fp4_scored
     else:
         case = lc.fp4_prefill_case(seed, 2, 200, 3, 32, head_dim=256, spread=6, random_windows=True)
-        oracle_fn, twin_fn = scorers.pa_mqa_logits_fp4_prefill_scored, twin_fp4.pa_mqa_logits_fp4_prefill_scored
+        fn = scorers.pa_mqa_logits_fp4_prefill_scored
     for acc in QK_ACCUM:
         for model in QK_MODELS:
             for slow in (False, True):
-                kw = dict(qk_accum=acc, bound_model=model, _force_slow=slow)
-                compare(oracle_fn(**case.kwargs, **kw), twin_fn(**on(case.kwargs, "cpu"), **kw),
-                        f"{mode} seed {seed} {kw}")
+                for emulate in (True, False):
+                    kw = dict(qk_accum=acc, bound_model=model, _force_slow=slow, emulate=emulate)
+                    compare(fn(**case.kwargs, **kw), fn(**on(case.kwargs, "cpu"), **kw), f"{mode} seed {seed} {kw}")
 
 
 @pytest.mark.parametrize("seed", range(SEED, SEED + 6))
 def test_special_values_and_wide_spans(seed: int) -> None:
-    """Specials go through the oracle's exact path on the host; overflowing products give NaN
-    cells whose bits are the oracle's."""
+    """Specials go through the exact path on the host; the NaN cells are the same bytes."""
     spread = (0, 24, 60)[seed % 3]
     case = lc.fp4_decode_case(seed, 2, 130, 1 + seed % 2, 32, spread=spread, weight_std=(0.1, 1e30)[seed % 2])
     kw = plant_specials(case.kwargs, seed)
     compared = 0
     for name in ("gfx950", "ocp", "aiter-gfx942", "argmin"):
         want = scorers.pa_mqa_logits_fp4_scored(**kw, profile=name)
-        got = twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), profile=name)
+        got = scorers.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), profile=name)
         compared += compare(want, got, f"specials seed {seed} spread {spread} {name}")
         assert np.isnan(want.emulated).any(), f"seed {seed}: the planted specials give no NaN cell"
     pcase = lc.fp4_prefill_case(seed, 2, 130, 3, 32, spread=spread, random_windows=True)
     pkw = plant_specials(pcase.kwargs, seed)
-    compare(scorers.pa_mqa_logits_fp4_prefill_scored(**pkw), twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(pkw, "cpu")),
+    compare(scorers.pa_mqa_logits_fp4_prefill_scored(**pkw), scorers.pa_mqa_logits_fp4_prefill_scored(**on(pkw, "cpu")),
             f"prefill specials seed {seed}")
     assert compared > 0
+
+
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_overflowing_products(mode: str) -> None:
+    """NaN and Inf cells that the fast path's own float32 arithmetic makes: same bytes."""
+    seed = SEED + 12
+    if mode == "decode":
+        case = lc.fp4_decode_case(seed, 2, 130, 2, 32, head_dim=256)
+        fn = scorers.pa_mqa_logits_fp4_scored
+    else:
+        case = lc.fp4_prefill_case(seed, 2, 130, 3, 32, head_dim=256, random_windows=True)
+        fn = scorers.pa_mqa_logits_fp4_prefill_scored
+    kw = overflowing(case.kwargs)
+    for acc in QK_ACCUM:
+        want = fn(**kw, qk_accum=acc)
+        assert not np.isfinite(want.emulated[want.window]).all(), f"{mode}: no cell overflows"
+        compare(want, fn(**on(kw, "cpu"), qk_accum=acc), f"{mode} overflow {acc}")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -165,8 +179,8 @@ def test_decode_ragged_hypothesis_examples(params) -> None:
     case builder): ragged lengths at block boundaries, next_n 1..4, spread group scales."""
     seed, next_n, heads, lens, spread = params
     case = lc.fp4_decode_case(seed, len(lens), 300, next_n, heads, context_lens=np.array(lens), spread=spread)
-    compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs), twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu")),
-            f"hypothesis {params} seed {seed}")
+    compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs),
+            scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu")), f"hypothesis {params} seed {seed}")
 
 
 def test_emulated_forms_write_only_the_window_of_out() -> None:
@@ -175,14 +189,20 @@ def test_emulated_forms_write_only_the_window_of_out() -> None:
     fill = np.full((6, case.kwargs["max_seq_len"]), np.float32(1234.5), np.float32)
     want = fill.copy()
     scorers.pa_mqa_logits_fp4(**case.kwargs, out=want)
-    got = torch.from_numpy(fill.copy())
-    twin_fp4.pa_mqa_logits_fp4(**on(case.kwargs, "cpu"), out=got)
-    assert np.array_equal(_bytes(want), _bytes(got)), f"seed {seed}: out differs"
-    fresh = twin_fp4.pa_mqa_logits_fp4(**on(case.kwargs, "cpu"))
-    assert np.array_equal(_bytes(scorers.pa_mqa_logits_fp4(**case.kwargs)), _bytes(fresh)), f"seed {seed}"
+    got = tt(fill)
+    returned = scorers.pa_mqa_logits_fp4(**on(case.kwargs, "cpu"), out=got)
+    assert returned is got, "the emulated form returns the caller's out"
+    assert_same(want, got, f"seed {seed}: out")
+    assert_same(scorers.pa_mqa_logits_fp4(**case.kwargs), scorers.pa_mqa_logits_fp4(**on(case.kwargs, "cpu")),
+                f"seed {seed}: fresh")
     pcase = lc.fp4_prefill_case(seed, 2, 300, 4, 64, random_windows=True)
-    assert np.array_equal(_bytes(scorers.pa_mqa_logits_fp4_prefill(**pcase.kwargs)),
-                          _bytes(twin_fp4.pa_mqa_logits_fp4_prefill(**on(pcase.kwargs, "cpu")))), f"seed {seed}"
+    assert_same(scorers.pa_mqa_logits_fp4_prefill(**pcase.kwargs),
+                scorers.pa_mqa_logits_fp4_prefill(**on(pcase.kwargs, "cpu")), f"seed {seed}: prefill")
+    pwant = np.full((pcase.kwargs["q_fp4"].shape[0], pcase.kwargs["max_seq_len"]), np.float32(-7.0), np.float32)
+    pout = tt(pwant)
+    scorers.pa_mqa_logits_fp4_prefill(**pcase.kwargs, out=pwant)
+    scorers.pa_mqa_logits_fp4_prefill(**on(pcase.kwargs, "cpu"), out=pout)
+    assert_same(pwant, pout, f"seed {seed}: prefill out")
 
 
 def test_ragged_decode_cu_seq_q() -> None:
@@ -191,39 +211,71 @@ def test_ragged_decode_cu_seq_q() -> None:
     cu = np.array([0, 3, 4, 6], np.int32)
     kw = {**case.kwargs, "cu_seq_q": cu}
     kw.pop("next_n")
-    compare(scorers.pa_mqa_logits_fp4_scored(**kw, next_n_max=3), twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), next_n_max=3),
-            f"ragged seed {seed}")
+    compare(scorers.pa_mqa_logits_fp4_scored(**kw, next_n_max=3),
+            scorers.pa_mqa_logits_fp4_scored(**on(kw, "cpu"), next_n_max=3), f"ragged seed {seed}")
 
 
-def test_errors_are_the_oracles() -> None:
+def test_errors_are_the_same() -> None:
     seed = SEED + 9
     case = lc.fp4_decode_case(seed, 2, 100, 1, 16)
     k = case.kwargs
     bad = [
         {**k, "weights": k["weights"][:, :8]},
         {**k, "context_lens": np.array([10, 101], np.int32)},
+        {**k, "context_lens": np.array([10, 11], np.float32)},
         {**k, "block_tables": np.full_like(k["block_tables"], 999)},
         {**k, "kv_scale": k["kv_scale"][:, :, :, :32]},
         {**k, "weight_scale": float("nan")},
         {**k, "q_fp4": k["q_fp4"].astype(np.int16)},
+        {**k, "q_scale": k["q_scale"][..., :2]},
     ]
     for i, kw in enumerate(bad):
         with pytest.raises((TypeError, ValueError)) as expected:
             scorers.pa_mqa_logits_fp4_scored(**kw)
         with pytest.raises(expected.type) as got:
-            twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, "cpu"))
+            scorers.pa_mqa_logits_fp4_scored(**on(kw, "cpu"))
         assert str(got.value) == str(expected.value), f"case {i}"
     with pytest.raises(TypeError) as expected:
         scorers.pa_mqa_logits_fp4_scored(**k, bogus=1)
     with pytest.raises(TypeError) as got:
-        twin_fp4.pa_mqa_logits_fp4_scored(**on(k, "cpu"), bogus=1)
+        scorers.pa_mqa_logits_fp4_scored(**on(k, "cpu"), bogus=1)
     assert str(got.value) == str(expected.value)
+    pcase = lc.fp4_prefill_case(seed, 2, 100, 3, 16)
+    pk = pcase.kwargs
+    for kw in ({**pk, "q_fp4": pk["q_fp4"][None]}, {**pk, "row_info": pk["row_info"][:, :3]}):
+        with pytest.raises((TypeError, ValueError)) as expected:
+            scorers.pa_mqa_logits_fp4_prefill_scored(**kw)
+        with pytest.raises(expected.type) as got:
+            scorers.pa_mqa_logits_fp4_prefill_scored(**on(kw, "cpu"))
+        assert str(got.value) == str(expected.value)
 
 
-def test_every_oracle_function_has_its_counterpart() -> None:
-    assert set(twin_fp4.COUNTERPARTS) == {scorers.pa_mqa_logits_fp4, scorers.pa_mqa_logits_fp4_scored,
-                                          scorers.pa_mqa_logits_fp4_prefill, scorers.pa_mqa_logits_fp4_prefill_scored}
+def test_a_tensor_call_computes_on_tensors_only() -> None:
+    """Once a large argument is a tensor every large one must be (the small ones may stay NumPy)."""
+    case = lc.fp4_decode_case(SEED + 13, 2, 100, 1, 16)
+    kw = on(case.kwargs, "cpu")
+    with pytest.raises(TypeError, match="kv_cache must be a torch tensor"):
+        scorers.pa_mqa_logits_fp4_scored(**{**kw, "kv_cache": case.kwargs["kv_cache"]})
+    with pytest.raises(TypeError, match="q_fp4 must be a torch tensor"):
+        scorers.pa_mqa_logits_fp4_scored(**{**case.kwargs, "weights": kw["weights"]})
+    with pytest.raises(TypeError, match="out must be a torch tensor"):
+        scorers.pa_mqa_logits_fp4(**kw, out=np.zeros((2, 100), np.float32))
+    small = {**kw, "block_tables": case.kwargs["block_tables"], "context_lens": case.kwargs["context_lens"]}
+    compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs), scorers.pa_mqa_logits_fp4_scored(**small),
+            "host block tables and lengths")
+
+
+def test_the_gate_reference_is_the_oracle_itself() -> None:
+    """No separate torch counterpart is left: the gate's device reference runs the oracle's own
+    function on the tensors, NumPy in and out."""
+    assert not set(FUNCTIONS) & set(reference.COUNTERPARTS)
     assert oracle.ops.pa_mqa_logits_fp4 is scorers.pa_mqa_logits_fp4
+    case = lc.fp4_decode_case(SEED + 10, 2, 150, 2, 32)
+    want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs)
+    got = reference.on_device(scorers.pa_mqa_logits_fp4_scored, "cpu")(**case.kwargs)
+    for field in FIELDS:
+        assert isinstance(getattr(got, field), np.ndarray), field
+        assert_same(getattr(want, field), getattr(got, field), f"reference {field}")
 
 
 # ---- GPU -------------------------------------------------------------------------------------------
@@ -236,17 +288,17 @@ def test_gpu_configs_every_profile() -> None:
     cells = 0
     for seed, cfg in decode_cfgs():
         case = lc.fp4_decode_case(seed, *cfg)
-        for name in [n for n in profiles.names() if coverage.models(n)]:
+        for name in profiles.names():
             cells += compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name),
-                             twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU), profile=name),
-                             f"gpu decode seed {seed} {cfg} {name}")
+                             scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU), profile=name),
+                             f"gpu decode seed {seed} {cfg} {name}", GPU)
     for seed, cfg in prefill_cfgs():
         B, ctx, rows, heads, rw = cfg
         case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=rw)
-        for name in [n for n in profiles.names() if coverage.models(n)]:
+        for name in profiles.names():
             cells += compare(scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name),
-                             twin_fp4.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, GPU), profile=name),
-                             f"gpu prefill seed {seed} {cfg} {name}")
+                             scorers.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, GPU), profile=name),
+                             f"gpu prefill seed {seed} {cfg} {name}", GPU)
     print(f"pa_mqa_logits_fp4 on {GPU}: {cells:,} window cells identical (emulated, value, bound)")
 
 
@@ -259,8 +311,11 @@ def test_gpu_options_and_specials(seed: int) -> None:
     for acc in QK_ACCUM:
         for model in QK_MODELS:
             opts = dict(qk_accum=acc, bound_model=model)
-            compare(scorers.pa_mqa_logits_fp4_scored(**kw, **opts), twin_fp4.pa_mqa_logits_fp4_scored(**on(kw, GPU), **opts),
-                    f"gpu specials seed {seed} {opts}")
+            compare(scorers.pa_mqa_logits_fp4_scored(**kw, **opts), scorers.pa_mqa_logits_fp4_scored(**on(kw, GPU), **opts),
+                    f"gpu specials seed {seed} {opts}", GPU)
+        over = overflowing(case.kwargs)
+        compare(scorers.pa_mqa_logits_fp4_scored(**over, qk_accum=acc),
+                scorers.pa_mqa_logits_fp4_scored(**on(over, GPU), qk_accum=acc), f"gpu overflow seed {seed} {acc}", GPU)
 
 
 @pytest.mark.gpu
@@ -269,6 +324,6 @@ def test_gpu_production_size() -> None:
     seed = SEED + 11
     case = lc.fp4_decode_case(seed, 2, 16384, 4, 64, context_lens=np.array([16384, 12345]), spread=4)
     want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs)
-    got = twin_fp4.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU))
-    cells = compare(want, got, f"gpu production seed {seed}")
+    got = scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU))
+    cells = compare(want, got, f"gpu production seed {seed}", GPU)
     print(f"pa_mqa_logits_fp4 production size on {GPU}: {cells:,} window cells identical")

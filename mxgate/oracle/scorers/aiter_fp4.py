@@ -198,19 +198,12 @@ def _launch(launch: dict, kv_block_size: int | None) -> None:
         raise ValueError(f"kv_block_size must be {KV_BLOCK}, got {kv_block_size}")
 
 
-def _on_one_device(first: str, **arrays: object) -> None:
-    """Every tensor argument on the device of ``first`` (the outputs are made there)."""
-    where = {name: str(X.device(a)) for name, a in arrays.items() if is_tensor(a)}
-    if first in where:
-        for name, dev in where.items():
-            if dev != where[first]:
-                raise ValueError(f"{name} must be on the device of {first} ({where[first]}), got {dev}")
-
-
-def _host(x: object) -> object:
-    """A tensor of indices or lengths as a NumPy array (small; its values are checked and
-    planned on the host); anything else as given, for the checks to judge."""
-    return X.to_numpy(x) if is_tensor(x) else x
+def _devices(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, weights: object, out: object,
+             **small: object) -> None:
+    """A tensor call computes on the large tensors (and a caller's out): all of them tensors on one
+    device, the small ones there too or on the host."""
+    large = dict(q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, weights=weights)
+    v.one_device(large if out is None else {**large, "out": out}, "q_fp4", small)
 
 
 def _common(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: object, weights: object,
@@ -229,10 +222,10 @@ def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: obj
                  launch: dict) -> _Call:
     _launch(launch, kv_block_size)
     q, q_e8m0, w, rows, implied, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, next_n)
-    _on_one_device("q_fp4", q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, weights=weights,
-                   block_tables=block_tables, context_lens=context_lens, cu_seq_q=cu_seq_q, out=out)
-    bt = v.integers(_host(block_tables), "block_tables", 2)
-    ctx = v.integers(_host(context_lens), "context_lens", 1)
+    _devices(q_fp4, q_scale, kv_cache, kv_scale, weights, out, block_tables=block_tables,
+             context_lens=context_lens, cu_seq_q=cu_seq_q)
+    bt = v.integers(block_tables, "block_tables", 2)
+    ctx = v.integers(context_lens, "context_lens", 1)
     B = ctx.shape[0]
     if bt.shape[0] != B:
         raise ValueError(f"block_tables must have {B} rows (one per context_lens entry), got {bt.shape[0]}")
@@ -252,7 +245,7 @@ def _decode_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: obj
         n = np.tile(np.arange(nn), B)
         end = np.maximum(ctx[batch] - (nn - 1 - n), 0)
     else:
-        cu = v.integers(_host(cu_seq_q), "cu_seq_q", 1)
+        cu = v.integers(cu_seq_q, "cu_seq_q", 1)
         if cu.shape[0] != B + 1 or cu[0] != 0 or np.any(np.diff(cu) < 0) or cu[-1] > rows:
             raise ValueError(f"cu_seq_q must be a non-decreasing [B+1] = [{B + 1}] prefix sum from 0 "
                              f"to at most {rows} rows, got {cu.tolist()}")
@@ -282,10 +275,9 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
     if (isinstance(q_fp4, np.ndarray) or is_tensor(q_fp4)) and q_fp4.ndim != 3:
         raise ValueError(f"q_fp4 must have shape [rows, H, D/2] for prefill, got {tuple(q_fp4.shape)}")
     q, q_e8m0, w, rows, _, num_blocks = _common(q_fp4, q_scale, kv_cache, kv_scale, weights, None)
-    _on_one_device("q_fp4", q_fp4=q_fp4, q_scale=q_scale, kv_cache=kv_cache, kv_scale=kv_scale, weights=weights,
-                   block_tables=block_tables, row_info=row_info, out=out)
-    bt = v.integers(_host(block_tables), "block_tables", 2)
-    info = v.integers(_host(row_info), "row_info", 2)
+    _devices(q_fp4, q_scale, kv_cache, kv_scale, weights, out, block_tables=block_tables, row_info=row_info)
+    bt = v.integers(block_tables, "block_tables", 2)
+    info = v.integers(row_info, "row_info", 2)
     if info.shape[0] < rows or info.shape[1] != 4:
         raise ValueError(f"row_info must have shape [>= {rows}, 4] (batch_id, local_start, local_end, "
                          f"reserved), got {info.shape}")
@@ -330,7 +322,7 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
 STEP_GROUPS = TILE_K // GROUP  # groups per MFMA K step
 I_MAX = GROUP * 12 * 12  # largest |I_g|: 32 products of two values in [-12, 12]
 CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk: temporaries stay in cache
-DEVICE_CELLS_PER_CHUNK = 1 << 24  # on a device: fewer, larger launches (a few hundred MB of temporaries)
+DEVICE_CHUNKS = 64  # on a device, host chunks per chunk: fewer, larger launches
 
 
 @dataclass(frozen=True)
@@ -394,24 +386,6 @@ def score(q_packed: Any, q_e8m0: Any, kv_cache: Any, kv_scale: Any, block_tables
     return res
 
 
-def score_pairs(q_packed: np.ndarray, q_e8m0: np.ndarray, w_bits: np.ndarray, ws: np.float32, k_codes: np.ndarray,
-                ek: np.ndarray, opts: Options) -> Result:
-    """Every (row, token) pair of the given query rows (q_packed [R, H, D/2], q_e8m0 [R, H, G],
-    w_bits [R, H]) against the given K tokens (codes [T, D], e8m0 [T, G]), all in the window,
-    on the host: the same cells ``score`` computes, for the cells a device hands back (NumPy
-    arrays only). -> Result of [R, T]."""
-    R, T = q_packed.shape[0], k_codes.shape[0]
-    plan = Plan(np.zeros(R, np.int64), np.zeros(R, np.int64), np.full(R, T, np.int64))
-    res = Result(emulated=np.full((R, T), -np.inf, np.float32) if opts.emulate else None,
-                 value=np.full((R, T), -np.inf) if opts.with_bound else None,
-                 bound=np.zeros((R, T)) if opts.with_bound else None, window=np.ones((R, T), bool))
-    if R and T:
-        grp = _Group(np.arange(R), 0, q_packed, q_e8m0, w_bits, ws, plan, 2 * q_packed.shape[2], opts)
-        grp.k_codes, grp.ek, grp.t0 = k_codes, ek.astype(np.int64), 0
-        grp._chunk(0, T, res, opts)
-    return res
-
-
 class _Group:
     """The rows of one batch, scored together against that batch's KV tokens."""
 
@@ -429,6 +403,7 @@ class _Group:
         self.start_np, self.end_np = plan.start[rows], plan.end[rows]
         self.start, self.end = xp.asarray(self.start_np, device=dev), xp.asarray(self.end_np, device=dev)
         self.span_fast = span_fast(self.G)
+        self._mirror: tuple[_Group, Result] | None = None  # a device group's host copy (_host_mirror)
         p = opts.profile
         self.q_packed = q_packed[self.rows]
         codes = e2m1.unpack_nibbles(self.q_packed)  # [Rb, H, D]
@@ -447,8 +422,8 @@ class _Group:
         # [G, Rb*H, 32]: one contiguous matmul operand per group
         self.nq_g = xp.reshape(xp.permute_dims(scaled, (2, 0, 1, 3)), (self.G, Rb * self.H, GROUP))
         self.nq_abs = xp.abs(self.nq_g) if opts.bound_model == ANY_ORDER else None
-        self.w_bits = w_bits[self.rows]
-        self.w32 = bf16_to_f32(self.w_bits)
+        self.w_bits = w_bits[self.rows]  # bf16 bits: uint16 (a tensor's int16, as the check gives them)
+        self.w32 = bf16_to_f32(self.w_bits if self.numpy else self.w_bits.view(xp.uint16))
         self.mw, self.fw, wfin = bf16_parts(self.w_bits)
         self.w_bad = ~xp.all(wfin, axis=1)  # rows holding a non-finite weight: slow path
         self.wp = self.w32 * float(ws)  # prefill: w' = fl(w * ws), float32 (ws is a float32 value)
@@ -463,9 +438,11 @@ class _Group:
         (ek,) = layouts.get("aiter-fp4-kv-scale").gather(kv_scale, slots=slots)
         self.k_codes = e2m1.unpack_nibbles(packed)  # [T, D]
         self.ek = self.xp.astype(ek, self.xp.int64)  # [T, G]
-        self.t0 = t0
-        per_chunk = CELLS_PER_CHUNK if self.numpy else DEVICE_CELLS_PER_CHUNK
-        chunk = max(64, per_chunk // (self.n_rows * self.H))
+        self.t0, self.t1 = t0, t1
+        # a device chunk is a whole number of host chunks: the host redoes its cells in the
+        # host's own chunks, with the host's shapes (NumPy's NaN payloads depend on them)
+        self.host_chunk = max(64, CELLS_PER_CHUNK // (self.n_rows * self.H))
+        chunk = self.host_chunk if self.numpy else self.host_chunk * DEVICE_CHUNKS
         n = -(-(t1 - t0) // chunk)
 
         def work(first: int, last: int) -> None:
@@ -528,7 +505,7 @@ class _Group:
         if not self.numpy:
             host = slow_cells if emu is None else slow_cells | (~xp.isfinite(emu) & inwin)
             if bool(xp.any(host)):
-                self._on_host(xp.nonzero(host), lo, hi, opts, emu, value, bound)
+                self._from_host(X.to_numpy(host), lo, hi, opts, emu, value, bound)
         rows = xp.broadcast_to(self.rows[:, None], (Rb, Tc))[inwin]
         cols = xp.broadcast_to(tok[None, :], (Rb, Tc))[inwin]
         if opts.emulate:
@@ -549,23 +526,38 @@ class _Group:
             return ig
         return xp.stack([xp.reshape(ar.exact_matmul(a_g[g], nk[:, g, :].T), (Rb, H, Tc)) for g in range(G)])
 
-    def _on_host(self, cells: tuple[Any, Any], lo: int, hi: int, opts: Options, emu: Any, value: Any,
-                 bound: Any) -> None:
-        """The host's result (``score_pairs``) for the listed (local row, chunk token) cells:
-        their rows against their tokens, put in place on the device."""
-        xp, dev = self.xp, self.dev
-        r, t = cells
-        rows, r_at = np.unique(X.to_numpy(r), return_inverse=True)
-        toks, t_at = np.unique(X.to_numpy(t), return_inverse=True)
-        ri, ti = xp.asarray(rows, device=dev), xp.asarray(toks + lo, device=dev)
-        w_bits = X.to_numpy(self.w_bits[ri])
-        res = score_pairs(X.to_numpy(self.q_packed[ri]), X.to_numpy(self.eq[ri]), w_bits.view(np.uint16), self.ws,
-                          X.to_numpy(self.k_codes[ti]), X.to_numpy(self.ek[ti]), opts)
-        if emu is not None:
-            emu[r, t] = xp.asarray(res.emulated[r_at, t_at], device=dev)
-        if value is not None:
-            value[r, t] = xp.asarray(res.value[r_at, t_at], device=dev)
-            bound[r, t] = xp.asarray(res.bound[r_at, t_at], device=dev)
+    def _from_host(self, cells: np.ndarray, lo: int, hi: int, opts: Options, emu: Any, value: Any,
+                   bound: Any) -> None:
+        """The listed (local row, chunk token) cells as the host computes them: this group's rows
+        and tokens on the host, scored chunk by chunk as a NumPy call would, put in place."""
+        mirror, done = self._host_mirror(opts)
+        for first in range(lo, hi, self.host_chunk):
+            last = min(first + self.host_chunk, hi)
+            if cells[:, first - lo:last - lo].any():
+                mirror._chunk(first, last, done, opts)
+        r, t = np.nonzero(cells)
+        tok = t + lo + self.t0
+        ri, ti = self.xp.asarray(r, device=self.dev), self.xp.asarray(t, device=self.dev)
+        for mine, theirs in ((emu, done.emulated), (value, done.value), (bound, done.bound)):
+            if mine is not None:
+                mine[ri, ti] = self.xp.asarray(theirs[r, tok], device=self.dev)
+
+    def _host_mirror(self, opts: Options) -> tuple[_Group, Result]:
+        """This group as NumPy arrays on the host (built once), and the buffers it writes."""
+        if self._mirror is None:
+            n = self.n_rows
+            plan = Plan(np.full(n, self.b), self.start_np, self.end_np)
+            w_bits = X.to_numpy(self.w_bits).view(np.uint16)
+            mirror = _Group(np.arange(n), self.b, X.to_numpy(self.q_packed), X.to_numpy(self.eq), w_bits,
+                            self.ws, plan, self.D, opts)
+            mirror.k_codes, mirror.ek = X.to_numpy(self.k_codes), X.to_numpy(self.ek)
+            mirror.t0, mirror.t1 = self.t0, self.t1
+            shape = (n, self.t1)
+            done = Result(np.full(shape, -np.inf, np.float32) if opts.emulate else None,
+                          np.full(shape, -np.inf) if opts.with_bound else None,
+                          np.zeros(shape) if opts.with_bound else None, None)
+            self._mirror = (mirror, done)
+        return self._mirror
 
     # ---- emulated order -----------------------------------------------------------------
 
