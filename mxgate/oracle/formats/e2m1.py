@@ -14,9 +14,10 @@ import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import as_float32, as_uint8, choice, is_tensor
-from mxgate.oracle.bits import ABS32, f32_bits, pow2_f32
+from mxgate.oracle.bits import ABS32, f32_bits
 from mxgate.oracle.rounding import classify, lookup
-from mxgate.oracle.xp import INDEFINITE, bits, device, floats, is_nan_bits, is_numpy, namespace, quiet_or_default, table_on, take
+from mxgate.oracle.xp import (INDEFINITE, bits, device, floats, is_nan_bits, is_numpy, namespace, pow2_f32, quiet_or_default,
+                              table_on, take)
 
 MAGNITUDES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 KEEP_BITS = 11  # sign, 8 exponent bits, mantissa value bit, guard bit

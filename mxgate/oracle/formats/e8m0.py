@@ -13,8 +13,7 @@ import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import as_uint8, choice
-from mxgate.oracle.bits import pow2_f32
-from mxgate.oracle.xp import table_on, take
+from mxgate.oracle.xp import pow2_f32, table_on, take
 
 
 def decode_e8m0(codes: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
