@@ -25,7 +25,7 @@ import numpy as np
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import choice, flag
 from mxgate.oracle.formats.bf16 import round_bf16
-from mxgate.oracle.geometry import HEAD_DIM, ROPE_DIM
+from mxgate.oracle.geometry import ROPE_DIM
 from mxgate.oracle.ops.f32math import Arith, f16_bits_to_f32, fma32, nextafter, round_f16, rsqrt32
 from mxgate.oracle.xp import device, floats, ieee_quiet, is_numpy, namespace
 
