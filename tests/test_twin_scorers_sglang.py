@@ -1,5 +1,6 @@
-"""The twin of sglang's FP4 index scorer (mxgate.twin.scorers.sglang) against the NumPy oracle,
-byte for byte: emulated float32, value and bound float64 and the window, NaN payloads included.
+"""sglang's FP4 index scorer (mxgate.oracle.scorers.sglang), one function on two namespaces: the
+oracle on torch tensors against the oracle on NumPy arrays, byte for byte: emulated float32,
+value and bound float64 and the window (tensors on the inputs' device), NaN payloads included.
 
 CPU part (CI): the conformance configs of ``test_sglang_decode`` and ``test_sglang_paged`` (their
 case builder and seeds) under every profile, every qk_accum, head order and bound model, the
@@ -8,7 +9,7 @@ random cases with planted specials (0xFF and 0x00 scale bytes, bytes whose k ove
 NaN / Inf / subnormal / zero q and weights, wide exponent spans, empty windows, ragged and
 over-long lengths, slots outside the window that are no slots at all) under one profile per
 distinct value of the fields the scorer reads, small chunks (several passes and host patches
-away from position 0); and the oracle's errors for bad calls.
+away from position 0); the same errors for bad calls, tensors on one device.
 GPU part (``--device cuda``): the same comparisons on the card, and production-size calls (64
 heads, thousands and 2^16 positions) against the oracle on the host.
 """
@@ -23,7 +24,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mxgate.twin import coverage  # noqa: E402  (profiles the twin models)
 from mxgate import oracle  # noqa: E402
 from mxgate.conformance import test_logits_conformance as conformance  # noqa: E402
 from mxgate.inputs import logits as lc  # noqa: E402
@@ -34,10 +34,10 @@ from mxgate.oracle.scorers import ScoredLogits  # noqa: E402
 from mxgate.oracle.scorers import sglang as osg  # noqa: E402
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS  # noqa: E402
 from mxgate.oracle.scorers.common import QK_MODELS  # noqa: E402
-from mxgate.twin.scorers import sglang as tsg  # noqa: E402
+from mxgate.twin import reference  # noqa: E402
 
 FIELDS = ("emulated", "value", "bound", "window")
-PROFILES = [n for n in profiles.names() if coverage.models(n)]
+PROFILES = profiles.names()
 # the Profile fields the scorer itself reads: e8m0 decoding (dequantized k, the byte-0 exact
 # path) and the bf16 NaN rule; one profile per distinct combination covers its special cases
 SCORER_READS = ("byte0", "byte255", "bf16_nan")
@@ -91,27 +91,27 @@ def to_host(t: object) -> object:
 
 
 def same_bytes(want: np.ndarray | None, got: object, label: str) -> int:
-    """The oracle's array and the twin's, byte for byte (shape and dtype too); -> cells compared.
+    """The NumPy answer and the tensor one, byte for byte (shape and dtype too); -> cells compared.
     A mismatch names the first differing cell with both bit patterns."""
     if want is None or got is None:
-        assert want is None and got is None, f"{label}: oracle {type(want).__name__}, twin {type(got).__name__}"
+        assert want is None and got is None, f"{label}: numpy {type(want).__name__}, torch {type(got).__name__}"
         return 0
-    assert isinstance(got, torch.Tensor), f"{label}: the twin gives {type(got).__name__}, not a tensor"
+    assert isinstance(got, torch.Tensor), f"{label}: tensors in give {type(got).__name__}, not a tensor"
     got = to_host(got)
     assert (got.dtype, got.shape) == (want.dtype, want.shape), \
-        f"{label}: twin {got.dtype}{got.shape}, oracle {want.dtype}{want.shape}"
+        f"{label}: torch {got.dtype}{got.shape}, numpy {want.dtype}{want.shape}"
     w = np.ascontiguousarray(want).view(np.uint8).reshape(want.shape + (want.itemsize,))
     g = np.ascontiguousarray(got).view(np.uint8).reshape(got.shape + (got.itemsize,))
     differ = (w != g).any(axis=-1)
     if differ.any():
         cell = tuple(int(i) for i in np.argwhere(differ)[0])
-        raise AssertionError(f"{label}: {int(differ.sum())} cells differ, first {cell}: oracle {want[cell]!r} "
-                             f"(0x{w[cell][::-1].tobytes().hex()}), twin {got[cell]!r} (0x{g[cell][::-1].tobytes().hex()})")
+        raise AssertionError(f"{label}: {int(differ.sum())} cells differ, first {cell}: numpy {want[cell]!r} "
+                             f"(0x{w[cell][::-1].tobytes().hex()}), torch {got[cell]!r} (0x{g[cell][::-1].tobytes().hex()})")
     return int(want.size)
 
 
 def on_device(got: object, device: str, label: str) -> object:
-    """The twin's answer, checked to lie on the asked device (every tensor field)."""
+    """The answer on tensors, checked to lie on the asked device (every tensor field)."""
     fields = [getattr(got, f) for f in FIELDS] if isinstance(got, ScoredLogits) else [got]
     for t in fields:
         if isinstance(t, torch.Tensor):
@@ -120,7 +120,7 @@ def on_device(got: object, device: str, label: str) -> object:
 
 
 def same_scored(want: ScoredLogits, got: ScoredLogits, label: str, counts: Counter) -> None:
-    assert isinstance(got, ScoredLogits), f"{label}: the twin gives {type(got).__name__}"
+    assert isinstance(got, ScoredLogits), f"{label}: tensors in give {type(got).__name__}"
     for field in FIELDS:
         counts[field] += same_bytes(getattr(want, field), getattr(got, field), f"{label} {field}")
     assert (got.qk_accum, got.bound_model) == (want.qk_accum, want.bound_model), label
@@ -130,13 +130,13 @@ def same_scored(want: ScoredLogits, got: ScoredLogits, label: str, counts: Count
 def check_decode(k: dict, device: str, label: str, counts: Counter, bf16: str = "uint16", **options) -> None:
     """The scored form (all four fields) and, without bound options, the plain form."""
     want = osg.fp4_index_logits_decode_scored(**k, **options)
-    got = tsg.fp4_index_logits_decode_scored(**{n: to_torch(a, device, bf16) for n, a in k.items()}, **options)
+    got = osg.fp4_index_logits_decode_scored(**{n: to_torch(a, device, bf16) for n, a in k.items()}, **options)
     same_scored(want, on_device(got, device, label), label, counts)
 
 
 def check_plain_decode(k: dict, device: str, label: str, counts: Counter, **options) -> None:
     want = osg.fp4_index_logits_decode(**k, **options)
-    got = tsg.fp4_index_logits_decode(**{n: to_torch(a, device) for n, a in k.items()}, **options)
+    got = osg.fp4_index_logits_decode(**{n: to_torch(a, device) for n, a in k.items()}, **options)
     counts["plain"] += same_bytes(want, on_device(got, device, label), f"{label} plain emulated")
 
 
@@ -155,14 +155,14 @@ def paged_case(ratio: int, profile: str) -> tuple[int, dict, tuple]:
 def check_paged(args: tuple, device: str, label: str, counts: Counter, plain: bool = False, **options) -> None:
     targs = tuple(to_torch(a, device) for a in args)
     want = osg.fp4_index_logits_paged_scored(*args, **options)
-    same_scored(want, on_device(tsg.fp4_index_logits_paged_scored(*targs, **options), device, label), label, counts)
+    same_scored(want, on_device(osg.fp4_index_logits_paged_scored(*targs, **options), device, label), label, counts)
     slots = osg.paged_slots(args[2], args[3], args[4], args[7], args[8])
-    got = on_device(tsg.paged_slots(*targs[2:5], args[7], args[8]), device, label)
+    got = on_device(osg.paged_slots(*targs[2:5], args[7], args[8]), device, label)
     counts["paged_slots"] += same_bytes(slots, got, f"{label} paged_slots")
     if plain:
         options = {n: v for n, v in options.items() if n not in ("bound_model", "emulate")}
         want = osg.fp4_index_logits_paged(*args, **options)
-        got = on_device(tsg.fp4_index_logits_paged(*targs, **options), device, label)
+        got = on_device(osg.fp4_index_logits_paged(*targs, **options), device, label)
         counts["plain"] += same_bytes(want, got, f"{label} plain emulated")
 
 
@@ -317,7 +317,7 @@ def test_special_values() -> None:
 
 
 def test_special_values_reach_every_host_path() -> None:
-    """The planted cases do reach what the twin hands to the oracle's code: exact-path positions,
+    """The planted cases do reach what tensors hand to the host's NumPy code: exact-path positions,
     NaN head sums, non-finite values, infinite bounds, empty windows."""
     reached = Counter()
     for seed in SPECIAL_SEEDS:
@@ -344,10 +344,10 @@ def _slow_positions(k: dict, profile: str) -> int:
 
 
 def test_small_chunks_several_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Oracle chunks of 64 positions and twin passes of a few requests: host patches land at
+    """Chunks of 64 positions and tensor passes of a few requests: host patches land at
     positions and requests away from 0."""
     monkeypatch.setattr(osg, "CELLS_PER_CHUNK", 1 << 9)
-    monkeypatch.setattr(tsg, "CELLS_PER_PASS", 1 << 12)
+    monkeypatch.setattr(osg, "CELLS_PER_PASS", 1 << 12)
     counts: Counter = Counter()
     seed = 9200
     rng = rng_of(seed)
@@ -371,7 +371,7 @@ def test_small_chunks_several_passes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_degenerate_shapes() -> None:
-    """No requests, no positions, heads whose window is empty: the oracle's empty answers."""
+    """No requests, no positions, heads whose window is empty: the same empty answers."""
     counts: Counter = Counter()
     k = lc.sglang_decode_case(9400, 2, 16, 16).kwargs
     cases = {
@@ -391,7 +391,7 @@ def test_degenerate_shapes() -> None:
 
 
 def _bad_calls() -> list[tuple[str, str, dict, dict]]:
-    """(label, op, decode or paged kwargs, options): calls the oracle refuses."""
+    """(label, op, decode or paged kwargs, options): calls the scorer refuses."""
     _, k, args = paged_case(1, "sglang-rne")
     k = dict(k)
     q, w, req, req_table, lens, table, page_size, L, ratio = args
@@ -425,35 +425,51 @@ def _bad_calls() -> list[tuple[str, str, dict, dict]]:
 
 
 OPS = {
-    "decode": (osg.fp4_index_logits_decode, tsg.fp4_index_logits_decode),
-    "scored": (osg.fp4_index_logits_decode_scored, tsg.fp4_index_logits_decode_scored),
-    "paged": (osg.fp4_index_logits_paged, tsg.fp4_index_logits_paged),
-    "paged_scored": (osg.fp4_index_logits_paged_scored, tsg.fp4_index_logits_paged_scored),
+    "decode": osg.fp4_index_logits_decode,
+    "scored": osg.fp4_index_logits_decode_scored,
+    "paged": osg.fp4_index_logits_paged,
+    "paged_scored": osg.fp4_index_logits_paged_scored,
 }
 
 
 @pytest.mark.parametrize("label, op, kwargs, options", _bad_calls(), ids=[c[0] for c in _bad_calls()])
-def test_bad_calls_raise_the_oracles_error(label: str, op: str, kwargs: dict, options: dict) -> None:
-    oracle_fn, twin_fn = OPS[op]
+def test_bad_calls_raise_the_same_error(label: str, op: str, kwargs: dict, options: dict) -> None:
+    fn = OPS[op]
     with pytest.raises((TypeError, ValueError)) as want:
-        oracle_fn(**kwargs, **options)
+        fn(**kwargs, **options)
     with pytest.raises(want.type) as got:
-        twin_fn(**{n: to_torch(a, "cpu") for n, a in kwargs.items()}, **options)
+        fn(**{n: to_torch(a, "cpu") for n, a in kwargs.items()}, **options)
     assert str(got.value) == str(want.value), label
 
 
-def test_numpy_arrays_are_refused() -> None:
+def test_tensors_on_one_device() -> None:
+    """A NumPy array among q, weights and table is refused, and so is a tensor on another
+    device; the integer arguments may stay on the host (their values plan the passes)."""
     k = lc.sglang_decode_case(1, 1, 8, 16).kwargs
     args = {n: to_torch(a, "cpu") for n, a in k.items()}
     with pytest.raises(TypeError, match="table must be a torch tensor, got ndarray"):
-        tsg.fp4_index_logits_decode(**dict(args, table=k["table"]))
+        osg.fp4_index_logits_decode(**dict(args, table=k["table"]))
+    with pytest.raises(ValueError, match=r"weights must be on the device of q \(cpu\), got meta"):
+        osg.fp4_index_logits_decode(**dict(args, weights=args["weights"].to("meta")))
+    counts: Counter = Counter()
+    host_ints = dict(args, slots=k["slots"], lens=k["lens"])
+    want = osg.fp4_index_logits_decode_scored(**k)
+    same_scored(want, on_device(osg.fp4_index_logits_decode_scored(**host_ints), "cpu", "host slots"), "host slots",
+                counts)
+    assert counts["calls"] == 1
 
 
-def test_counterparts_cover_the_oracle_module() -> None:
-    public = {getattr(osg, n) for n in ("fp4_index_logits_decode", "fp4_index_logits_decode_scored",
-                                        "fp4_index_logits_paged", "fp4_index_logits_paged_scored", "paged_slots")}
-    assert set(tsg.COUNTERPARTS) == public
-    assert all(twin.__name__ == fn.__name__ for fn, twin in tsg.COUNTERPARTS.items())
+def test_the_device_reference_is_the_oracle_itself() -> None:
+    """The gate's device reference has no separate counterpart for these: it runs the oracle."""
+    for fn in OPS.values():
+        assert reference.COUNTERPARTS.get(fn, fn) is fn
+    assert reference.COUNTERPARTS.get(osg.paged_slots, osg.paged_slots) is osg.paged_slots
+    k = lc.sglang_decode_case(2, 2, 16, 16).kwargs
+    want = osg.fp4_index_logits_decode_scored(**k)
+    got = reference.on_device(osg.fp4_index_logits_decode_scored, "cpu")(**k)
+    for field in FIELDS:
+        assert np.array_equal(np.ascontiguousarray(getattr(want, field)).view(np.uint8),
+                              np.ascontiguousarray(getattr(got, field)).view(np.uint8)), field
 
 
 # ---- GPU ---------------------------------------------------------------------------------------
@@ -475,8 +491,8 @@ def test_gpu_special_values() -> None:
 
 @pytest.mark.gpu
 def test_gpu_production_size() -> None:
-    """16 requests x 4096 positions x 64 heads, every field against the oracle; then 64 x 2^16
-    x 64 on the card, three requests of it against the oracle (requests are independent)."""
+    """16 requests x 4096 positions x 64 heads, every field against NumPy; then 64 x 2^16 x 64
+    on the card, three requests of it against NumPy on the host (requests are independent)."""
     counts: Counter = Counter()
     seed = 9300
     k = lc.sglang_decode_case(seed, 16, 4096, 64).kwargs
@@ -488,7 +504,7 @@ def test_gpu_production_size() -> None:
     big = dict(lc.sglang_decode_case(seed, 64, 1 << 16, 64).kwargs)
     big["lens"] = np.full(64, 1 << 16)
     torch.cuda.reset_peak_memory_stats()
-    got = tsg.fp4_index_logits_decode_scored(**{n: to_torch(a, GPU) for n, a in big.items()})
+    got = osg.fp4_index_logits_decode_scored(**{n: to_torch(a, GPU) for n, a in big.items()})
     peak = torch.cuda.max_memory_allocated() / 2**30
     for b in (0, 31, 63):
         part = dict(big, q=big["q"][b:b + 1], weights=big["weights"][b:b + 1], slots=big["slots"][b:b + 1],
