@@ -416,9 +416,8 @@ class _Group:
         lq, aq, spq = _offsets(eq, zero | (eq == 0xFF))
         self.lq, self.spq = lq, spq
         Rb = rows.size
-        scaled = (xp.reshape(self.nq_int, (Rb, self.H, self.G, GROUP))
-                  * X.pow2_f32(xp.minimum(aq, self.span_fast))[..., None])
-        scaled = xp.where(zero[..., None], 0.0, scaled)
+        scaled = xp.reshape(self.nq_int, (Rb, self.H, self.G, GROUP)) * _pow2_f32(xp.minimum(aq, self.span_fast))[..., None]
+        scaled[zero] = 0.0
         # [G, Rb*H, 32]: one contiguous matmul operand per group
         self.nq_g = xp.reshape(xp.permute_dims(scaled, (2, 0, 1, 3)), (self.G, Rb * self.H, GROUP))
         self.nq_abs = xp.abs(self.nq_g) if opts.bound_model == ANY_ORDER else None
@@ -466,11 +465,9 @@ class _Group:
         k_special = xp.any(ek == 0xFF, axis=1)
         k_zero = (ek == 0) if opts.profile.byte0 == "zero" else xp.zeros(ek.shape, dtype=xp.bool, device=self.dev)
         lk, ak, spk = _offsets(ek, k_zero | (ek == 0xFF))
-        nk = (xp.reshape(X.take(self.two, self.k_codes[lo:hi]), (Tc, G, GROUP))
-              * X.pow2_f32(xp.minimum(ak, self.span_fast))[..., None])
-        nk = xp.where(k_zero[..., None], 0.0, nk)
-        # I'_g = I_g * 2^(aq + ak), exact (see the comment above Plan)
-        ig = self._dots(self.nq_g, nk)
+        nk = xp.reshape(X.take(self.two, self.k_codes[lo:hi]), (Tc, G, GROUP)) * _pow2_f32(xp.minimum(ak, self.span_fast))[..., None]
+        nk[k_zero] = 0.0
+        ig = self._dots(nk)  # I'_g = I_g * 2^(aq + ak), exact (see the comment above Plan)
         qp = xp.astype(ig[0], xp.float64)
         for g in range(1, G):
             qp += ig[g]
@@ -514,17 +511,23 @@ class _Group:
             res.value[rows, cols] = value[inwin]
             res.bound[rows, cols] = bound[inwin]
 
-    def _dots(self, a_g: Any, nk: Any) -> Any:
-        """[G, Rb, H, Tc]: per group the matmul of a_g[g] [Rb*H, 32] with nk[:, g, :]. Every
-        product and partial sum is an integer times a power of two below 2^24 of it: exact in any
-        order, so any BLAS (or a device's float64, clear of TF32) gives the same values."""
-        xp, G, Rb, H, Tc = self.xp, self.G, self.n_rows, self.H, nk.shape[0]
+    def _dots(self, nk: Any) -> Any:
+        """I'_g for every group: [G, Rb, H, Tc] (float32 on NumPy, float64 on a device)."""
+        if not self.numpy:
+            return self.xp.stack([self._dot(self.nq_g[g], nk[:, g, :]) for g in range(self.G)])
+        ig = np.empty((self.G, self.n_rows, self.H, nk.shape[0]), dtype=np.float32)
+        for g in range(self.G):
+            self._dot(self.nq_g[g], nk[:, g, :], out=ig[g].reshape(self.n_rows * self.H, nk.shape[0]))
+        return ig
+
+    def _dot(self, a: Any, b: Any, out: np.ndarray | None = None) -> Any:
+        """a [Rb*H, 32] @ b [Tc, 32].T as [Rb, H, Tc]. Every product and partial sum is an integer
+        times a power of two, below 2^24 of it: exact in any order, so NumPy's float32 BLAS (into
+        ``out`` when given) and a device's float64 matmul (clear of TF32) give the same values."""
+        shape = (self.n_rows, self.H, b.shape[0])
         if self.numpy:
-            ig = np.empty((G, Rb, H, Tc), dtype=np.float32)
-            for g in range(G):
-                np.matmul(a_g[g], nk[:, g, :].T, out=ig[g].reshape(Rb * H, Tc))
-            return ig
-        return xp.stack([xp.reshape(ar.exact_matmul(a_g[g], nk[:, g, :].T), (Rb, H, Tc)) for g in range(G)])
+            return np.matmul(a, b.T, out=out).reshape(shape)
+        return self.xp.reshape(ar.exact_matmul(a, b.T), shape)
 
     def _from_host(self, cells: np.ndarray, lo: int, hi: int, opts: Options, emu: Any, value: Any,
                    bound: Any) -> None:
@@ -634,9 +637,10 @@ class _Group:
                 tabs += xp.abs(xp.sum(xp.astype(ig[STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)], xp.float64), axis=0))
             return tabs
         dabs = xp.zeros_like(qp)
-        ig_abs = self._dots(self.nq_abs, xp.abs(nk))
+        nk_abs = xp.abs(nk)
+        part = np.empty((qp.shape[0] * self.H, qp.shape[2]), dtype=np.float32) if self.numpy else None
         for g in range(self.G):
-            dabs += ig_abs[g]
+            dabs += self._dot(self.nq_abs[g], nk_abs[:, g, :], out=part)
         return dabs
 
 
@@ -655,6 +659,13 @@ def _offsets(e: Any, excluded: Any) -> tuple[Any, Any, Any]:
     hi = xp.where(empty, 127, hi)
     off = xp.where(excluded, 0, e - lo[..., None])
     return lo, off, hi - lo
+
+
+def _pow2_f32(k: Any) -> Any:
+    """2^k as float32 for 0 <= k <= 127 (the callers clip k), from bits: the in-range case of
+    ``xp.pow2_f32`` without its range check, for the per-chunk operand scales."""
+    xp = X.namespace(k)
+    return X.floats(xp.astype((k + 127) << 23, xp.int32))
 
 
 @dataclass
