@@ -8,6 +8,12 @@
     offset, nibble = kv.index_map(num_blocks=4)       # int64 / uint8 [256, 128]
     loc = kv.locate([1234], num_blocks=4)             # byte -> field, slot, dim, region
 
+The same calls take torch tensors (any device; the oracle never imports torch):
+    tbuf = kv.new_buffer(num_blocks=4, device="cuda")  # a uint8 tensor there
+    kv.scatter(tbuf, packed_t, slots=slots_t)          # tensors on the buffer's device
+    (back_t,) = kv.gather(tbuf, slots=slots_t)         # tensors there, the same bytes
+    kv.index_map(num_blocks=4, device="cuda")
+
 Layouts (names for ``get``) and their dims keywords (defaults in brackets):
   aiter-fp4-q           num_tokens, num_heads (multiple of 16), head_dim [128]
   aiter-fp4-q-scale     num_tokens, num_heads (multiple of 16), head_dim [128]
@@ -68,9 +74,6 @@ from mxgate.oracle.layouts._core import (
     IndexMap,
     Layout,
     Location,
-    check_rows,
-    phantom_buffer,
-    word_axis,
 )
 from mxgate.oracle.layouts._sglang import (
     PackedRow,
@@ -111,5 +114,5 @@ def get(name: str) -> Layout:
 __all__ = [
     "DATA", "POISON", "REGION_NAMES", "SCALE", "UNWRITTEN", "ZERO_PAD",
     "Field", "IndexMap", "Layout", "Location",
-    "check_rows", "e8m0_to_word", "phantom_buffer", "word_axis", "get", "join_packed_row", "names", "split_packed_row", "word_to_e8m0",
+    "e8m0_to_word", "get", "join_packed_row", "names", "split_packed_row", "word_to_e8m0",
 ]

@@ -146,11 +146,12 @@ class Layout(ABC):
 
     @abstractmethod
     def _offsets(self, field: str, coords: tuple[np.ndarray, ...], d: Dims) -> np.ndarray:
-        """SPEC 5 formula: flat byte offset of each storage coordinate (int64, broadcast)."""
+        """SPEC 5 formula: flat byte offset of each storage coordinate (int64, broadcast;
+        NumPy arrays or tensors: only + - * // % on them)."""
 
     @abstractmethod
     def _views(self, buf: np.ndarray, d: Dims) -> dict[str, _View]:
-        """Strided views of ``buf`` per field and pad (see _View)."""
+        """Strided views of ``buf`` (a NumPy phantom buffer) per field and pad (see _View)."""
 
     @abstractmethod
     def _infer(self, shape: tuple[int, ...], arrays: tuple[np.ndarray, ...] | None) -> Dims:
@@ -588,9 +589,10 @@ class Layout(ABC):
                 raise ValueError(f"slots must have shape ({total},) (one per token), "
                                  f"got {tuple(s.shape)}")
             return s
-        if s.shape[0] and int(xp.max(s)) >= total:
+        top = int(xp.max(s)) if s.shape[0] else -1
+        if top >= total:
             raise ValueError(f"slots must be < {total} (the buffer's "
-                             f"{self.fields[0].axes[0]} count), got {int(xp.max(s))}")
+                             f"{self.fields[0].axes[0]} count), got {top}")
         if unique:
             _check_distinct(s[s >= 0], total)
         return s
