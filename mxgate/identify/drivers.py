@@ -3,8 +3,13 @@ reference under a profile, and how outputs become comparable units.
 
 A *case* is one probe along axis 0 of the cases array: one float32 element (element ops), one
 e8m0 code, or one block of 32 (block ops; ops taking rows of 128 bf16 get four blocks a row,
-zero blocks padding the last). Every output is cut into units per case, so ``units`` is an int64
+zero blocks padding the last; the indexer op carries two blocks in each Q head row,
+``mxgate.identify.indexer``). Every output is cut into units per case, so ``units`` is an int64
 array [cases, units per case]; a NaN-equal output compares every NaN as one unit value.
+
+An op whose outputs also depend on things the cases cannot carry (the indexer op's K front end,
+its FP8 mode, its float32 inputs) has *side probes*: fixed calls of its own, judged under the profile the cases
+decided, with the side's own axes (profile fields, or the front-end envelope member) varied.
 """
 
 from __future__ import annotations
@@ -26,6 +31,25 @@ _BLOCKS_PER_ROW = HEAD_DIM // GROUP
 
 
 @dataclass(frozen=True)
+class SideProbe:
+    """Fixed calls of an op beside its cases, deciding ``axes`` under the cases' best profile.
+
+    An axis is a profile field, or ``"variant"``: the indexer op's front-end envelope member
+    (``oracle.ops.frontend.VARIANT_NAMES``, the op's ``variant=``), whose ``fma`` half is the
+    profile field ``fma_contraction`` (listed in ``derived``)."""
+
+    name: str
+    title: str
+    calls: Callable[[], list[dict[str, Any]]]  # the keyword arguments of each call
+    call: Callable[[Callable[..., Any], dict[str, Any]], dict[str, Any]]  # run, args -> outputs
+    reference: Callable[[Profile, dict[str, Any], str | None], dict[str, Any]]  # profile, args, variant
+    units: Callable[[dict[str, Any], dict[str, Any]], np.ndarray]  # args, outputs -> int64 [rows, width]
+    label: Callable[[int, int, int], tuple[str, str, str, list[str]]]  # call, row, unit -> (input, unit, kind, bits)
+    axes: tuple[str, ...]
+    derived: tuple[str, ...] = ()  # profile fields decided through the variant axis
+
+
+@dataclass(frozen=True)
 class Driver:
     op: str
     outputs: tuple[str, ...]  # output names, one per part of ``units`` (widths in ``widths``)
@@ -37,6 +61,7 @@ class Driver:
     unit_format: tuple[str, ...]  # how a unit value prints: e2m1, byte, bf16, f32
     selective: bool = False  # send only the separating probes (a slow backend) plus a random sample
     neutral: int = 0  # the bit pattern a shrink puts in place of an element (+0)
+    sides: tuple[SideProbe, ...] = ()  # fixed calls beside the cases (the indexer op)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -208,6 +233,9 @@ def _table() -> dict[str, Driver]:
                          selective=True))
     table.append(_blocks(OpName.SGLANG_PAGE8_STORE, probes.bf16_blocks, _store_call("sglang-page8", True),
                          selective=True))
+    from mxgate.identify import indexer  # it builds on Driver and SideProbe above
+
+    table.append(indexer.driver())
     return {d.op: d for d in table}
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from mxgate.identify.drivers import Driver, case_bits, show_unit
 from mxgate.identify.run import DIFFERS, FAULT, INCONSISTENT, MATCH, UNEXPLAINED, IdentifyResult, OpIdentity
-from mxgate.identify.search import Evidence, Inference
+from mxgate.identify.search import VARIANT, Evidence, Inference, SideFinding
 from mxgate.identify.shrink import Shrunk
 from mxgate.identify.probes import SEED
 
@@ -59,6 +59,9 @@ def describe_input(cases: np.ndarray, case: int, unit: int) -> str:
 
 
 def _evidence_text(driver: Driver, cases: np.ndarray, e: Evidence) -> str:
+    if e.side:
+        return (f"{e.where} -> {e.unit_label} {show_unit(e.kind, e.backend)}; "
+                f"with {e.field}={e.rejected!r} it would be {show_unit(e.kind, e.under_rejected)}")
     kind = driver.unit_kind(e.unit)
     return (f"{describe_input(cases, e.case, e.unit)} -> {driver.unit_name(e.unit)} {show_unit(kind, e.backend)}; "
             f"with {e.field}={e.rejected!r} it would be {show_unit(kind, e.under_rejected)}")
@@ -82,7 +85,7 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
         said = "declared profile among them" if op.declared in inf.matches else \
             f"not the declared {op.declared}"
         lines.append(f"  matches: {shown} ({said})")
-    if op.status == UNEXPLAINED:
+    if op.status == UNEXPLAINED and inf.unexplained:
         lines.append(f"  unexplained: {inf.unexplained} unit(s) that no combination of field values explains "
                      f"(the closest profile leaves them)")
         if op.shrunk is not None:
@@ -97,8 +100,11 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
                     lines.append(f"      evidence: {_evidence_text(d, op.cases, proof)}")
         else:
             lines.append(f"  nearest registered profile: {inf.nearest}, equal in every field identify decides")
-        comment = f"  # explains all but {inf.unexplained} unit(s)" if op.status == UNEXPLAINED else ""
+        left = inf.unexplained + inf.side_unexplained
+        comment = f"  # explains all but {left} unit(s)" if op.status == UNEXPLAINED else ""
         lines.append(f"  register: {register_call(profile_name(result, op), inf)}{comment}")
+    for finding in inf.sides:
+        lines += side_lines(finding)
     decided = [f"{f}={v.value!r}" for f, v in inf.fields.items() if v.decided]
     if decided:
         lines.append(f"  decided: {', '.join(decided)}")
@@ -106,13 +112,47 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
     for v in open_fields:
         lines.append(f"  undecided: {v.field}: {' or '.join(repr(c) for c in v.consistent)} "
                      f"(no probe separates them on this op)")
-    unread = [v.field for v in inf.fields.values() if v.declared and not v.read]
+    refused = {a for f in inf.sides if f.cause for a in f.probe.axes + f.probe.derived}  # said in their line
+    unread = [v.field for v in inf.fields.values() if v.declared and not v.read and v.field not in refused]
     if unread:
         lines.append(f"  no probe can decide: {', '.join(unread)} (the op's output does not depend on them "
                      f"here, given the other fields)")
     extra = [v.field for v in inf.fields.values() if v.read and not v.declared]
     if extra:
         lines.append(f"  also read, though the op table does not list them for {op.op}: {', '.join(extra)}")
+    return lines
+
+
+def side_lines(f: SideFinding) -> list[str]:
+    """A side probe: what it ran, what explains its bytes, what it could not decide."""
+    axes = ", ".join(f.probe.axes + f.probe.derived)
+    if f.cause:
+        return [f"  {f.probe.title}: not run ({f.cause}); not decided by these probes: {axes}"]
+    head = f"  {f.probe.title}: {f.rows:,} rows in {f.calls} call(s)"
+    lines = []
+    if f.unexplained:
+        call, row, unit = f.first_unexplained  # type: ignore[misc]
+        where, label, kind, _ = f.probe.label(call, row, unit)
+        lines.append(f"{head}; unexplained: {f.unexplained} unit(s) that no value of {axes} explains under "
+                     f"the profile above; first: {where} -> {label} {show_unit(kind, f.first_backend)}, the "
+                     f"closest gives {show_unit(kind, f.first_expected)}")
+    elif VARIANT in f.probe.axes:
+        if f.default_member in f.explaining:
+            default = "the default member, rsqrtf correctly rounded" if len(f.explaining) == 1 else \
+                f"the default member {f.default_member} among them"
+        else:
+            default = (f"not the default member {f.default_member}: rsqrtf is not correctly rounded; the gate "
+                       f"judges such rows acceptable, not exact")
+        lines.append(f"{head}; explained by envelope member(s) {', '.join(f.explaining)} ({default})")
+    else:
+        lines.append(f"{head}; every unit explained")
+    open_axes = [a for a, d in f.axes.items() if not d.decided]
+    if VARIANT in f.axes and not f.axes[VARIANT].decided:
+        members = " or ".join(map(str, f.axes[VARIANT].consistent))
+        lines.append(f"    envelope members these probes cannot tell apart: {members}")
+    open_axes += [a for a, d in f.fields.items() if a in f.probe.derived and not d.decided]
+    if open_axes:
+        lines.append(f"    not decided by these probes: {', '.join(dict.fromkeys(open_axes))}")
     return lines
 
 
@@ -148,6 +188,11 @@ def _jsonable(value: Any) -> Any:
 
 
 def _evidence_json(driver: Driver, cases: np.ndarray, e: Evidence) -> dict[str, Any]:
+    if e.side:
+        return {"rejects": _jsonable(e.rejected), "probe": e.side, "call": e.call, "row": e.case,
+                "input": list(e.bits), "input_described": e.where, "unit": e.unit_label,
+                "output": show_unit(e.kind, e.backend).split()[0],
+                "output_if_rejected": show_unit(e.kind, e.under_rejected).split()[0]}
     kind = driver.unit_kind(e.unit)
     return {"rejects": _jsonable(e.rejected), "input": case_bits(cases, e.case), "unit": driver.unit_name(e.unit),
             "output": show_unit(kind, e.backend).split()[0],
@@ -173,6 +218,8 @@ def op_json(result: IdentifyResult, op: OpIdentity) -> dict[str, Any]:
                 "evidence": [_evidence_json(d, op.cases, e) for e in v.evidence]}
             for f, v in inf.fields.items() if v.read or v.declared},
     })
+    if inf.sides:
+        out["side_probes"] = [_side_json(d, op.cases, f) for f in inf.sides]
     if op.status in (DIFFERS, UNEXPLAINED):
         out["register"] = register_call(profile_name(result, op), inf)
     if op.status == UNEXPLAINED:
@@ -183,6 +230,30 @@ def op_json(result: IdentifyResult, op: OpIdentity) -> dict[str, Any]:
                 "input": [case_bits(s.cases, i) for i in range(s.cases.shape[0])], "case": s.case,
                 "unit": d.unit_name(s.unit), "output": show_unit(kind, s.backend).split()[0],
                 "expected_closest": show_unit(kind, s.expected).split()[0], "backend_calls": s.calls}
+    return out
+
+
+def _side_json(d: Driver, cases: np.ndarray, f: SideFinding) -> dict[str, Any]:
+    out: dict[str, Any] = {"probe": f.probe.name, "title": f.probe.title, "axes": list(f.probe.axes)}
+    if f.cause:
+        out.update({"status": "not run", "cause": f.cause,
+                    "not_decided": list(f.probe.axes + f.probe.derived)})
+        return out
+    out.update({"status": "unexplained" if f.unexplained else "explained", "rows": f.rows, "units": f.units,
+                "unexplained_units": f.unexplained, "best": {a: _jsonable(v) for a, v in f.best.items()},
+                "decisions": {a: {"value": _jsonable(v.value), "decided": v.decided, "read": v.read,
+                                  "consistent": [_jsonable(c) for c in v.consistent],
+                                  "evidence": [_evidence_json(d, cases, e) for e in v.evidence]}
+                              for a, v in f.axes.items()},
+                "not_decided": [a for a, v in {**f.axes, **f.fields}.items() if not v.decided]})
+    if VARIANT in f.probe.axes:
+        out.update({"explaining_members": list(f.explaining), "default_member": f.default_member})
+    if f.first_unexplained is not None:
+        call, row, unit = f.first_unexplained
+        where, label, kind, bits = f.probe.label(call, row, unit)
+        out["first_unexplained"] = {"call": call, "row": row, "input": bits, "input_described": where,
+                                    "unit": label, "output": show_unit(kind, f.first_backend).split()[0],
+                                    "expected_closest": show_unit(kind, f.first_expected).split()[0]}
     return out
 
 

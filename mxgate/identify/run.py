@@ -12,7 +12,7 @@ import numpy as np
 
 from mxgate import kernels
 from mxgate.identify import probes, search
-from mxgate.identify.drivers import DRIVERS, Driver, supported_ops
+from mxgate.identify.drivers import DRIVERS, Driver, SideProbe, supported_ops
 from mxgate.identify.shrink import Shrunk, shrink
 from mxgate.kernels import isolation
 from mxgate.kernels.base import OutsideContract
@@ -65,9 +65,24 @@ class IdentifyResult:
         return 0 if all(o.status == MATCH for o in self.ops) else 1
 
 
+_ORIGIN_AT = re.compile(r"\bcheckout \$\w+ at (?!an unrecorded revision)(\S+?)(?: \(from [^)]+\))?(?=[,;)]|\s|$)")
+_ORIGIN_INSTALLED = re.compile(r"\binstalled [\w.-]+ (?!\(version unknown\))(\S+?)(?=[,;)]|\s|$)")
+_VERSION = re.compile(r"\b(?:rev(?:ision)?\s+)?v?(\d+\.\d+(?:\.\d+)?(?:[+.\w-]*)?)\b")
+
+
 def revision_of(description: str) -> str | None:
-    """A version the backend's description states (``sglang 0.5.23 ...``), if any."""
-    found = re.search(r"\b(?:rev(?:ision)?\s+)?v?(\d+\.\d+(?:\.\d+)?(?:[+.\w-]*)?)\b", description)
+    """The revision the backend's description states, if any: a source backend's origin
+    (``mxgate.kernels.sources.Source.origin``: ``checkout $VAR at <commit>[+modified]``,
+    ``... at <rev> (from VAR_REV)``, ``installed <dist> <version>``), else a version such as
+    ``sglang 0.5.23``. A checkout at an unrecorded revision, or an installed package of
+    unknown version, states none."""
+    for pattern in (_ORIGIN_AT, _ORIGIN_INSTALLED):
+        found = pattern.search(description)
+        if found:
+            return found.group(1)
+    if re.search(r"\bat an unrecorded revision\b|\(version unknown\)", description):
+        return None
+    found = _VERSION.search(description)
     return found.group(1) if found else None
 
 
@@ -138,6 +153,20 @@ def _call(driver: Driver, run: Callable, cases: np.ndarray) -> tuple[tuple[np.nd
     return tuple(np.concatenate(p) for p in zip(*parts)), kept
 
 
+def _side_run(probe: SideProbe, run: Callable) -> search.SideRun:
+    """The backend's units of one side probe (BackendNondeterministic passes through)."""
+    args = probe.calls()
+    try:
+        units = [np.asarray(probe.units(a, probe.call(run, a)), np.int64) for a in args]
+    except BackendNondeterministic:
+        raise
+    except (BackendFault, OutsideContract) as fault:
+        return search.SideRun(probe, args, None, getattr(fault, "cause", str(fault)))
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as error:
+        return search.SideRun(probe, args, None, f"returned outputs its layouts cannot read: {error}")
+    return search.SideRun(probe, args, units)
+
+
 def _identify_op(driver: Driver, run: Callable, declared: str) -> OpIdentity:
     started = time.monotonic()
     pool = driver.pool()
@@ -167,7 +196,13 @@ def _identify_op(driver: Driver, run: Callable, declared: str) -> OpIdentity:
         identity.seconds = time.monotonic() - started
         return identity
     identity.cases, identity.backend_units = cases, backend_units
-    inference = search.infer(driver, cases, backend_units, declared)
+    try:
+        sides = [_side_run(probe, run) for probe in driver.sides]
+    except BackendNondeterministic as fault:
+        identity.status, identity.cause = INCONSISTENT, fault.cause
+        identity.seconds = time.monotonic() - started
+        return identity
+    inference = search.infer(driver, cases, backend_units, declared, sides)
     identity.inference = inference
     if inference.unexplained:
         identity.status = UNEXPLAINED
@@ -176,6 +211,8 @@ def _identify_op(driver: Driver, run: Callable, declared: str) -> OpIdentity:
             identity.shrunk = shrink(driver, run, cases, case, unit, inference.best)
         except BackendNondeterministic as fault:
             identity.status, identity.cause = INCONSISTENT, fault.cause
+    elif inference.side_unexplained:
+        identity.status = UNEXPLAINED  # a side probe's bytes: its first unit is in the report
     elif inference.matches:
         identity.status = MATCH
     else:

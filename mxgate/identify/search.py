@@ -7,6 +7,14 @@ starts at the registered profile that explains the most units and moves one fiel
 floor and where it applies) while the unexplained count falls. At the end every field's
 values are split into the consistent ones and the rejected ones, each rejection with the probes
 that decided it: units the best profile explains and the changed profile does not.
+
+An op's side probes (``Driver.sides``: the indexer op's float32 FP4 blocks, K front end and FP8
+mode) are judged after that, under the best profile, each with its own axes varied the same way
+(one at a time, two at a time where no single move helps; a field the cases read only among the
+values they left consistent). The fields a side decides replace the cases' decisions (the
+cases' evidence kept), and a registered profile matches only where every side probe explains
+the backend's bytes under it too (the K front end: under some envelope member with the
+profile's ``fma_contraction``).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from mxgate.identify import candidates
-from mxgate.identify.drivers import Driver
+from mxgate.identify.drivers import Driver, SideProbe
 from mxgate.oracle import profiles
 from mxgate.oracle.profiles import Profile
 
@@ -36,6 +44,12 @@ class Evidence:
     backend: int
     explained: int  # the unit under the inferred profile (equal to the backend's)
     under_rejected: int  # the unit with the field at the rejected value
+    side: str = ""  # a side probe's name: then case is the row of call ``call`` and the rest describes it
+    call: int = 0
+    where: str = ""  # the input, in words (side probes)
+    unit_label: str = ""  # the unit's output and position (side probes)
+    kind: str = ""  # how the unit prints (side probes)
+    bits: tuple[str, ...] = ()  # the input row's bit patterns (side probes)
 
 
 @dataclass
@@ -63,6 +77,11 @@ class Inference:
     differs: dict[str, tuple[object, object]]  # field -> (inferred value, nearest's value)
     inferred: Profile  # nearest with the differing fields replaced
     evaluations: int = 0
+    sides: list["SideFinding"] = field(default_factory=list)
+
+    @property
+    def side_unexplained(self) -> int:
+        return sum(f.unexplained for f in self.sides)
 
 
 class Evaluator:
@@ -166,8 +185,10 @@ def _decide(ev: Evaluator, p: Profile, universe: tuple[str, ...], declared: tupl
     return out
 
 
-def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared_profile: str | None) -> Inference:
-    """The field values that explain ``backend_units`` (the backend's units on ``cases``)."""
+def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared_profile: str | None,
+          sides: list["SideRun"] | tuple = ()) -> Inference:
+    """The field values that explain ``backend_units`` (the backend's units on ``cases``) and
+    the backend's units of the op's side probes (``sides``)."""
     ev = Evaluator(driver, cases, backend_units)
     universe = candidates.semantic_fields()
     names = profiles.names()
@@ -193,7 +214,19 @@ def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared
     decisions = _decide(ev, best, universe, driver.fields)
     wrong = ev.wrong(best)
     first = tuple(int(i) for i in np.argwhere(wrong)[0]) if best_count else None
-    matches = [n for n in names if ev.count(profiles.get(n)) == 0]
+    findings: list[SideFinding] = []
+    for side in sides:
+        # a field the cases read keeps to the values they left consistent; their evidence stays
+        allowed = {f: decisions[f].consistent for f in side.probe.axes if f in decisions and decisions[f].read}
+        finding = analyse_side(side, best, driver.fields, allowed)
+        findings.append(finding)
+        for f, d in finding.fields.items():
+            if f in allowed:
+                d = FieldDecision(f, d.value, d.consistent, True, d.declared, decisions[f].evidence + d.evidence)
+            decisions[f] = d
+        best = _vary(best, **{f: d.value for f, d in finding.fields.items()})
+    matches = [n for n in names if ev.count(profiles.get(n)) == 0
+               and all(f.explains(profiles.get(n)) for f in findings)]
     read = [f for f, d in decisions.items() if d.read]
 
     def differing(name: str) -> list[str]:
@@ -207,7 +240,202 @@ def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared
         diffs = [f for f in read if getattr(profiles.get(nearest), f) != getattr(best, f)]
         inferred = replace(profiles.get(nearest), name=CANDIDATE, **{f: getattr(best, f) for f in diffs})
     differs = {f: (getattr(inferred, f), getattr(profiles.get(nearest), f)) for f in diffs}
-    return Inference(best, best_count, first, decisions, matches, nearest, differs, inferred, ev.evaluations)
+    return Inference(best, best_count, first, decisions, matches, nearest, differs, inferred, ev.evaluations,
+                     findings)
+
+
+# ---- side probes ------------------------------------------------------------------------------
+
+VARIANT = "variant"  # the side axis of the front-end envelope member
+
+
+@dataclass
+class SideRun:
+    """The backend's units of one side probe (one array per call), or why there are none."""
+
+    probe: SideProbe
+    args: list[dict] = field(default_factory=list)
+    units: list[np.ndarray] | None = None
+    cause: str = ""  # the call faulted or was refused: nothing decided
+
+
+@dataclass
+class SideFinding:
+    probe: SideProbe
+    cause: str = ""  # not run: why (its axes are then not decided by these probes)
+    calls: int = 0
+    rows: int = 0
+    units: int = 0
+    best: dict[str, object] = field(default_factory=dict)  # axis -> value
+    unexplained: int = 0
+    first_unexplained: tuple[int, int, int] | None = None  # (call, row, unit)
+    first_backend: int = 0
+    first_expected: int = 0
+    axes: dict[str, FieldDecision] = field(default_factory=dict)  # the variant axis included
+    fields: dict[str, FieldDecision] = field(default_factory=dict)  # profile fields decided here
+    explaining: tuple[str, ...] = ()  # variant axis: the members explaining every unit under the best profile
+    default_member: str = ""  # variant axis: the default member of a profile with the fma_contraction found
+    _explains: object = None  # registered profile -> whether its bytes equal the backend's here
+
+    def explains(self, p: Profile) -> bool:
+        return True if self._explains is None else bool(self._explains(p))  # type: ignore[operator]
+
+
+class _SideEvaluator:
+    def __init__(self, run: SideRun) -> None:
+        self.run = run
+        self._units: dict[tuple, list[np.ndarray] | None] = {}
+
+    def units(self, p: Profile, variant: str | None) -> list[np.ndarray] | None:
+        key = (Evaluator.key(p), variant)
+        if key not in self._units:
+            probe = self.run.probe
+            try:
+                with np.errstate(all="ignore"):
+                    self._units[key] = [np.asarray(probe.units(a, probe.reference(p, a, variant)), np.int64)
+                                        for a in self.run.args]
+            except (TypeError, ValueError):
+                self._units[key] = None
+        return self._units[key]
+
+    def wrong(self, p: Profile, variant: str | None) -> list[np.ndarray]:
+        got = self.units(p, variant)
+        if got is None:
+            return [np.ones(u.shape, bool) for u in self.run.units or []]
+        return [g != b for g, b in zip(got, self.run.units or [])]
+
+    def count(self, p: Profile, variant: str | None) -> int:
+        return int(sum(w.sum() for w in self.wrong(p, variant)))
+
+
+def _side_values(axis: str) -> tuple[object, ...]:
+    if axis == VARIANT:
+        from mxgate.oracle.ops.frontend import VARIANT_NAMES
+
+        return VARIANT_NAMES
+    return candidates.values(axis)
+
+
+def _side_state(p: Profile, variant: str | None, axis: str, value: object) -> tuple[Profile, str | None]:
+    return (p, value) if axis == VARIANT else (_vary(p, **{axis: value}), variant)  # type: ignore[return-value]
+
+
+def _side_value(p: Profile, variant: str | None, axis: str) -> object:
+    return variant if axis == VARIANT else getattr(p, axis)
+
+
+def analyse_side(run: SideRun, best: Profile, declared: tuple[str, ...],
+                 allowed: dict[str, tuple[object, ...]] | None = None) -> SideFinding:
+    """The side probe's axes under ``best``: the values that explain the backend's units
+    (an axis in ``allowed`` takes only those values)."""
+    probe = run.probe
+    allowed = allowed or {}
+
+    def values(axis: str) -> tuple[object, ...]:
+        return allowed.get(axis, _side_values(axis))
+
+    finding = SideFinding(probe, cause=run.cause)
+    if run.cause or run.units is None:
+        finding.cause = finding.cause or "no outputs"
+        return finding
+    from mxgate.oracle.ops.frontend import FrontEnd, default_variant, get_variant
+
+    ev = _SideEvaluator(run)
+    variant = default_variant(best).name if VARIANT in probe.axes else None
+    expected = ev.units(best, variant)
+    if expected is None or [e.shape for e in expected] != [u.shape for u in run.units]:
+        finding.cause = (f"its outputs read as units of shape {[u.shape for u in run.units]}, the oracle's as "
+                         f"{None if expected is None else [e.shape for e in expected]}")
+        return finding
+    finding.calls = len(run.args)
+    finding.rows = sum(u.shape[0] for u in run.units)
+    finding.units = sum(u.size for u in run.units)
+    p, c = _vary(best), ev.count(best, variant)
+    while c > 0:  # one axis at a time, then two, while the unexplained count falls
+        moves = [(ev.count(*_side_state(p, variant, a, v)), i, ((a, v),))
+                 for i, (a, v) in enumerate((a, v) for a in probe.axes for v in values(a)
+                                            if v != _side_value(p, variant, a))]
+        best_move = min(moves, default=None)
+        if best_move is None or best_move[0] >= c:
+            pairs = []
+            for a, b in itertools.combinations(probe.axes, 2):
+                for v, w in itertools.product(values(a), values(b)):
+                    if v != _side_value(p, variant, a) and w != _side_value(p, variant, b):
+                        q, qv = _side_state(*_side_state(p, variant, a, v), b, w)
+                        pairs.append((ev.count(q, qv), len(pairs), ((a, v), (b, w))))
+            best_move = min(pairs, default=None)
+            if best_move is None or best_move[0] >= c:
+                break
+        c = best_move[0]
+        for a, v in best_move[2]:
+            p, variant = _side_state(p, variant, a, v)
+    finding.best = {a: _side_value(p, variant, a) for a in probe.axes}
+    finding.unexplained = c
+    base = ev.units(p, variant)
+    assert base is not None, "the best side state is one the oracle accepts"
+    explained = [b == u for b, u in zip(base, run.units)]
+    if c:
+        for i, w in enumerate(ev.wrong(p, variant)):
+            hits = np.argwhere(w)
+            if hits.size:
+                row, unit = (int(x) for x in hits[0])
+                finding.first_unexplained = (i, row, unit)
+                finding.first_backend, finding.first_expected = int(run.units[i][row, unit]), int(base[i][row, unit])
+                break
+    moved_by: dict[tuple[str, object], bool] = {}
+    for axis in probe.axes:
+        own = _side_value(p, variant, axis)
+        consistent, evidence, read = [own], [], False
+        for v in values(axis):
+            if v == own:
+                continue
+            got = ev.units(*_side_state(p, variant, axis, v))
+            if got is None:
+                continue
+            moved = [g != b for g, b in zip(got, base)]
+            moved_by[(axis, v)] = any(bool(m.any()) for m in moved)
+            read = read or moved_by[(axis, v)]
+            deciding = [(i, np.argwhere(m & e)) for i, (m, e) in enumerate(zip(moved, explained))]
+            if all(d.size == 0 for _, d in deciding):
+                consistent.append(v)
+                continue
+            kept = 0
+            for i, d in deciding:
+                for row, unit in d[:EVIDENCE_PER_VALUE - kept].tolist():
+                    where, label, kind, bits = probe.label(i, row, unit)
+                    evidence.append(Evidence(axis, v, row, unit, int(run.units[i][row, unit]), int(base[i][row, unit]),
+                                             int(got[i][row, unit]), side=probe.name, call=i, where=where,
+                                             unit_label=label, kind=kind, bits=tuple(bits)))
+                    kept += 1
+                if kept >= EVIDENCE_PER_VALUE:
+                    break
+        finding.axes[axis] = FieldDecision(axis, own, tuple(consistent), read, axis in declared, evidence)
+        if axis != VARIANT:
+            finding.fields[axis] = finding.axes[axis]
+    if VARIANT in probe.axes:
+        members = finding.axes[VARIANT]
+        chosen = get_variant(variant, p)
+        finding.default_member = FrontEnd("rn", chosen.fma).name  # a profile's default, with the fma found
+        finding.explaining = tuple(m for m in _side_values(VARIANT) if ev.count(p, m) == 0)  # type: ignore[arg-type]
+        if "fma_contraction" in probe.derived:
+            other = FrontEnd(chosen.rsqrt, not chosen.fma).name
+            fmas = [chosen.fma] + [not chosen.fma] * any(get_variant(m, p).fma != chosen.fma
+                                                         for m in members.consistent)
+            evidence = [replace(e, field="fma_contraction", rejected=not chosen.fma)
+                        for e in members.evidence if e.rejected == other]
+            read = any(moved_by.get((VARIANT, m), False) for m in _side_values(VARIANT)
+                       if get_variant(m, p).fma != chosen.fma)  # type: ignore[arg-type]
+            finding.fields["fma_contraction"] = FieldDecision("fma_contraction", chosen.fma, tuple(fmas), read,
+                                                              "fma_contraction" in declared, evidence)
+
+        def explains(r: Profile) -> bool:
+            return any(ev.count(r, m) == 0 for m in _side_values(VARIANT)
+                       if get_variant(m, r).fma == r.fma_contraction)  # type: ignore[arg-type]
+    else:
+        def explains(r: Profile) -> bool:
+            return ev.count(r, None) == 0
+    finding._explains = explains
+    return finding
 
 
 def separating_cases(driver: Driver, pool: np.ndarray, declared_profile: str | None, per_pair: int = 4) -> np.ndarray:

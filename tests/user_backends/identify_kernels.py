@@ -1,9 +1,14 @@
 """Kernels with planted rules for mxgate identify's tests and docs/identify.md.
 
-Each planted kernel is the oracle under a declared profile with one field replaced, and it
-declares the unmodified profile: identify must name exactly the planted field. ``inconsistent``
-answers every other call under another tie rule; ``decode_only`` implements no op identify
-probes. (docs/identify.md's worked example is a kernel written by hand, without the oracle.)
+Each planted kernel is the oracle under a declared profile with one field replaced (or a few:
+``indexer_mul_add_fnuz_bitwise``), and it declares the unmodified profile: identify must name
+exactly the planted fields. The indexer plants are the oracle's op
+``indexer_qk_rope_quant_and_cache`` under the planted profile (writing its output buffers in
+place); ``indexer_rsqrt_down`` runs it with the front-end envelope member ``rsqrt-down+fma``.
+``indexer_bf16_only`` is the oracle's op refusing float32 inputs. ``inconsistent`` and
+``inconsistent_indexer`` answer every other call under another tie rule;
+``decode_only`` implements no op identify probes. (docs/identify.md's worked examples are
+kernels written by hand or from the oracle's op, in the doc itself.)
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import numpy as np
 
 from mxgate import oracle
 from mxgate.kernels.functions import backend_from_functions, kernel
+from mxgate.op_table import OpName
 from mxgate.oracle import profiles
+
+INDEXER = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 
 # name -> (declared profile, planted fields, the ops the plant shows on)
 PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
@@ -29,6 +37,11 @@ PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
     "divide_scale": ("ml_dtypes", {"scale_arithmetic": "divide"}, ("e8m0.scale", "mx.quantize")),
     "no_floor": ("gfx950", {"amax_floor": None}, ("e8m0.scale", "mx.quantize")),
     "e4m3_nan_overflow": ("torch-cpu", {"fp8_overflow": "nan"}, ("e4m3fn.encode",)),
+    "indexer_ties_zero": ("gfx950", {"tie": "zero"}, (INDEXER,)),
+    "indexer_floor_scale": ("gfx950", {"scale_policy": "floor"}, (INDEXER,)),
+    # the K front end and FP8 mode: fields the Q blocks cannot read, decided by the side probes
+    "indexer_mul_add_fnuz_bitwise": ("gfx950", {"fma_contraction": False, "fp8_variant": "fnuz",
+                                                "ue8m0_rounding": "bitwise"}, (INDEXER,)),
 }
 
 
@@ -40,7 +53,16 @@ def _functions(p: profiles.Profile) -> dict[str, object]:
         "mx.quantize": lambda x: oracle.quantize_mx(x, p),
         "e8m0.scale": lambda amax: oracle.e8m0_scale(amax, p),
         "e4m3fn.encode": lambda x: oracle.encode_e4m3(x, "fn", saturate=SATURATE_OF_OVERFLOW[p.fp8_overflow]),
+        INDEXER: _indexer(p),
     }
+
+
+def _indexer(p: profiles.Profile, variant: str | None = None):
+    def indexer_qk_rope_quant_and_cache(**kwargs) -> None:
+        # the oracle writes the output buffers in place, as AITER's op does
+        oracle.ops.indexer_qk_rope_quant_and_cache(**kwargs, profile=p, variant=variant)
+
+    return indexer_qk_rope_quant_and_cache
 
 
 def _planted(name: str):
@@ -58,6 +80,12 @@ floor_scale = _planted("floor_scale")
 divide_scale = _planted("divide_scale")
 no_floor = _planted("no_floor")
 e4m3_nan_overflow = _planted("e4m3_nan_overflow")
+indexer_ties_zero = _planted("indexer_ties_zero")
+indexer_floor_scale = _planted("indexer_floor_scale")
+indexer_mul_add_fnuz_bitwise = _planted("indexer_mul_add_fnuz_bitwise")
+# rsqrtf one ulp below the correctly rounded value: an envelope member, no profile field
+indexer_rsqrt_down = backend_from_functions(
+    "planted-indexer-rsqrt-down", kernel(INDEXER, _indexer(profiles.get("gfx950"), "rsqrt-down+fma"), profile="gfx950"))
 
 _calls = itertools.count()
 
@@ -75,3 +103,22 @@ divide_with_floor = backend_from_functions(
         profile="gfx950"))
 decode_only = backend_from_functions("decode-only", kernel("e2m1.decode", oracle.decode_e2m1, profile="gfx950"))
 inconsistent = backend_from_functions("inconsistent", kernel("e2m1.encode", _flip_flop, profile="gfx950"))
+
+
+def _bf16_only(**kwargs) -> None:
+    # a kernel built for bf16 alone: the float32 side calls are refused
+    if np.asarray(kwargs["q"]).dtype != np.uint16:
+        raise TypeError(f"q must be bf16, got {np.asarray(kwargs['q']).dtype}")
+    oracle.ops.indexer_qk_rope_quant_and_cache(**kwargs, profile="gfx950")
+
+
+indexer_bf16_only = backend_from_functions("indexer-bf16-only", kernel(INDEXER, _bf16_only, profile="gfx950"))
+
+
+def _flip_flop_indexer(**kwargs) -> None:
+    tie = "even" if next(_calls) % 2 == 0 else "zero"
+    oracle.ops.indexer_qk_rope_quant_and_cache(**kwargs, profile=dataclasses.replace(profiles.get("gfx950"), tie=tie))
+
+
+inconsistent_indexer = backend_from_functions("inconsistent-indexer", kernel(INDEXER, _flip_flop_indexer,
+                                                                             profile="gfx950"))
