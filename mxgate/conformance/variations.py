@@ -106,13 +106,14 @@ SETTLED_BY: dict[tuple[str, str], str] = {
     ("deepgemm", "nan"): ("`mxgate identify --backend module:attr --op fp4_indexer.quantize --device cuda` on a "
                           "Hopper or Blackwell GPU, with an adapter of DeepGEMM's reference quantizer (none ships "
                           "with mxgate yet)"),
-    ("microxcaling", "nan"): ("`mxgate identify --backend module:attr --op mx.quantize` with an adapter of "
-                              "microxcaling's quantizer (none ships with mxgate yet)"),
+    ("microxcaling", "nan"): ("`mxgate identify --backend microxcaling --op mx.quantize` with "
+                              "`MXGATE_MICROXCALING_SRC` set to a microsoft/microxcaling checkout"),
     ("ocp", "nan"): "none: OCP MX v1.0 leaves it to the implementation; identify the implementation instead",
 }
 # The base's unverified ue8m0_rounding: the FP8 ue8m0 scale of the indexer op on the device.
-BASE_SETTLED_BY = ("`mxgate identify --backend aiter --device cuda` on a ROCm gfx950 machine, once identify "
-                   "probes the indexer op's FP8 mode (not yet: docs/identify.md, Limits)")
+BASE_SETTLED_BY = ("`mxgate identify --backend aiter --op indexer_qk_rope_quant_and_cache --device cuda` on a "
+                   "ROCm gfx950 machine (its FP8-mode float32 probe decides it where the op takes float32 "
+                   "inputs; docs/identify.md)")
 
 
 def _value(value: object) -> str:
