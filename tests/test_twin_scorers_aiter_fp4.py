@@ -93,6 +93,12 @@ def overflowing(kwargs: dict) -> dict:
     return kw
 
 
+def huge_scales(kwargs: dict) -> dict:
+    """Every Q and K scale byte 0xFE (2^127): no span, so the fast path, and each qk overflows
+    float32 to +-inf (relu(-inf) = 0; two 128-dim steps meet inf - inf in the K-step sum)."""
+    return {**kwargs, "q_scale": np.full_like(kwargs["q_scale"], 0xFE), "kv_scale": np.full_like(kwargs["kv_scale"], 0xFE)}
+
+
 # ---- CPU: every conformance config, every profile and option ---------------------------------------
 
 
@@ -157,7 +163,7 @@ def test_special_values_and_wide_spans(seed: int) -> None:
 
 @pytest.mark.parametrize("mode", ["decode", "prefill"])
 def test_overflowing_products(mode: str) -> None:
-    """NaN and Inf cells that the fast path's own float32 arithmetic makes: same bytes."""
+    """NaN and Inf cells that the fast path's own float32 arithmetic makes (products, qk): same bytes."""
     seed = SEED + 12
     if mode == "decode":
         case = lc.fp4_decode_case(seed, 2, 130, 2, 32, head_dim=256)
@@ -165,11 +171,11 @@ def test_overflowing_products(mode: str) -> None:
     else:
         case = lc.fp4_prefill_case(seed, 2, 130, 3, 32, head_dim=256, random_windows=True)
         fn = scorers.pa_mqa_logits_fp4_prefill_scored
-    kw = overflowing(case.kwargs)
-    for acc in QK_ACCUM:
-        want = fn(**kw, qk_accum=acc)
-        assert not np.isfinite(want.emulated[want.window]).all(), f"{mode}: no cell overflows"
-        compare(want, fn(**on(kw, "cpu"), qk_accum=acc), f"{mode} overflow {acc}")
+    for name, kw in (("products", overflowing(case.kwargs)), ("qk", huge_scales(case.kwargs))):
+        for acc in QK_ACCUM:
+            want = fn(**kw, qk_accum=acc)
+            assert not np.isfinite(want.emulated[want.window]).all(), f"{mode}: no cell overflows"
+            compare(want, fn(**on(kw, "cpu"), qk_accum=acc), f"{mode} overflowing {name} {acc}")
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -313,9 +319,10 @@ def test_gpu_options_and_specials(seed: int) -> None:
             opts = dict(qk_accum=acc, bound_model=model)
             compare(scorers.pa_mqa_logits_fp4_scored(**kw, **opts), scorers.pa_mqa_logits_fp4_scored(**on(kw, GPU), **opts),
                     f"gpu specials seed {seed} {opts}", GPU)
-        over = overflowing(case.kwargs)
-        compare(scorers.pa_mqa_logits_fp4_scored(**over, qk_accum=acc),
-                scorers.pa_mqa_logits_fp4_scored(**on(over, GPU), qk_accum=acc), f"gpu overflow seed {seed} {acc}", GPU)
+        for over in (overflowing(case.kwargs), huge_scales(case.kwargs)):
+            compare(scorers.pa_mqa_logits_fp4_scored(**over, qk_accum=acc),
+                    scorers.pa_mqa_logits_fp4_scored(**on(over, GPU), qk_accum=acc), f"gpu overflow seed {seed} {acc}",
+                    GPU)
 
 
 @pytest.mark.gpu

@@ -41,8 +41,9 @@ bytes elsewhere; without ``out`` the buffer starts as -inf.
 Namespaces: NumPy arrays are scored on the host (float32 BLAS dots, threads); torch tensors
 (every tensor argument on one device) are scored on their device with the same rules and the
 same bits, the result fields tensors there. The cells of the exact Python-integer path, and
-any cell whose emulated result on the device is not finite (where a device's NaN rules could
-differ from x86's), are scored on the host by the same code and put in place.
+any cell whose float32 qk or emulated result on the device is not finite (where a device's NaN
+rules could differ from x86's), are scored on the host by the same code, in the host's own
+chunks (NumPy's NaN payloads depend on the shapes), and put in place.
 """
 
 from __future__ import annotations
@@ -500,7 +501,11 @@ class _Group:
                 value[patch.r, patch.t] = patch.value
                 bound[patch.r, patch.t] = patch.bound
         if not self.numpy:
-            host = slow_cells if emu is None else slow_cells | (~xp.isfinite(emu) & inwin)
+            # non-finite qk or logits: from here a device's NaN rules could change the result
+            # (even to a finite one: relu(-inf) after a CUDA NaN), so the host gives them
+            host = slow_cells
+            if emu is not None:
+                host = host | ((xp.any(~xp.isfinite(qk32), axis=1) | ~xp.isfinite(emu)) & inwin)
             if bool(xp.any(host)):
                 self._from_host(X.to_numpy(host), lo, hi, opts, emu, value, bound)
         rows = xp.broadcast_to(self.rows[:, None], (Rb, Tc))[inwin]
