@@ -14,12 +14,54 @@ from mxgate.oracle import profiles  # noqa: E402
 from mxgate.inputs import indexer as cases  # noqa: E402
 from mxgate.oracle.ops import frontend as ofrontend  # noqa: E402
 
-from namespaces import assert_same, raw_bytes, rng_of, tt  # noqa: E402
+from array_api_compat import torch as xt  # noqa: E402
+
+from mxgate.oracle.ops import f32math  # noqa: E402
+from mxgate.oracle.xp import floats  # noqa: E402
+
+from namespaces import assert_same, element_inputs, raw_bytes, rng_of, tt  # noqa: E402
 
 OP = oracle.ops.indexer_qk_rope_quant_and_cache
 SEED = 20261201
 PROFILES = profiles.names()
 GPU_DEVICE = "cuda"
+
+
+# ---- f32math: the front end's arithmetic ------------------------------------------------------
+
+
+def test_float16_rounding_and_decoding() -> None:
+    """NumPy's float16 round trip (its astype) and the integer algorithm off NumPy, every input
+    class; every float16 pattern decoded."""
+    x = floats(element_inputs(SEED))
+    assert_same(f32math.round_f16(x), f32math.round_f16(tt(x)), "round_f16", x)
+    assert_same(f32math.round_f16(x), f32math.f16_bits_to_f32(f32math.f32_to_f16_bits(x)), "f16 bits on NumPy", x)
+    every = np.arange(1 << 16, dtype=np.int32)
+    assert_same(every.astype(np.uint16).view(np.float16).astype(np.float32), f32math.f16_bits_to_f32(tt(every)),
+                "f16 -> f32")
+
+
+def test_fma_rsqrt_nextafter_and_nan_arithmetic() -> None:
+    """fma32 (midpoints, subnormal sums, specials), rsqrt32 and nextafter on both namespaces;
+    Arith's NaN bits off NumPy are x86 NumPy's."""
+    rng = rng_of(SEED)
+    x = floats(element_inputs(SEED))
+    picks = [rng.permutation(x) for _ in range(3)]
+    a, b, c = picks
+    with np.errstate(all="ignore"):
+        assert_same(f32math.rsqrt32(x), f32math.rsqrt32(tt(x)), "rsqrt32", x)
+        for toward in (0.0, float("inf")):
+            assert_same(f32math.nextafter(x, toward), f32math.nextafter(tt(x), toward), f"nextafter {toward}", x)
+        # fma: NaN bits through Arith (the bare fma32 keeps the device's own NaN)
+        ar = f32math.Arith(xt)
+        assert_same(f32math.fma32(a, b, c), ar.fma(tt(a), tt(b), tt(c)), "fma32", a)
+        half = np.float32(2.0**-24) * (1 + 2 * rng.integers(0, 1 << 20, 4096)).astype(np.float32)
+        ones = np.ones_like(half)
+        assert_same(f32math.fma32(ones, ones, half), f32math.fma32(tt(ones), tt(ones), tt(half)), "fma32 midpoints")
+        for name in ("add", "sub", "mul", "div"):
+            want = getattr(f32math.Arith(np), name)(a, b)
+            assert_same(want, getattr(ar, name)(tt(a), tt(b)), f"Arith.{name}", a)
+        assert_same(-a, ar.neg(tt(a)), "Arith.neg", a)
 
 
 def op_inputs(args: dict, device: str = "cpu") -> dict:
