@@ -213,10 +213,6 @@ def _bf16_values(bits16: Any) -> Any:
     return oracle.bf16_to_f32(bits16 if isinstance(bits16, np.ndarray) else bits16.view(namespace(bits16).uint16))
 
 
-def _relu(xp: Any, x: Any) -> Any:
-    return xp.maximum(x, 0.0)
-
-
 class _Run:
     """One checked call: q and the weights in integer form for every request, then passes of
     (requests, one chunk of positions). The chunks are the NumPy path's: per request, positions
@@ -352,7 +348,7 @@ class _Run:
         xp = self.xp
         H = qk.shape[1]
         outside = slow if win is None else slow | ~win[:, None, :]
-        a = _relu(xp, xp.where(outside, 0.0, de + do))  # integers; nothing on slow cells or outside
+        a = xp.maximum(xp.where(outside, 0.0, de + do), 0.0)  # integers; nothing on slow cells or outside
         a_bits = max(1, int(xp.max(a)).bit_length())  # a < 2^a_bits
         value = weighted_sum_f64(a, a_bits, self.mw[r], self.fqmin[r] + self.fw[r]) * pow2_f64(lk - 128)
         for i, (t, got) in patches.items():
@@ -367,7 +363,7 @@ class _Run:
                 naive = naive_value(to_numpy(qk[i, :, :width]), to_numpy(w32[i]))
                 value[i][self._here(t)] = self._here(naive[t])
         finite_qk = xp.where(xp.isfinite(qk), qk, 0.0)
-        rr = _relu(xp, finite_qk)
+        rr = xp.maximum(finite_qk, 0.0)
         wabs = xp.abs(xp.astype(w32, xp.float64))[:, :, None]
         delta = self._delta(r, de, do, scale, ki, packed, e8m0, patches)
         delta = xp.where(xp.isfinite(delta), delta, 0.0)
