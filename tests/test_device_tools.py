@@ -89,7 +89,7 @@ def test_sweep_cli_device_exit_status(tmp_path: Path) -> None:
     bad = _mxgate(tmp_path, "sweep", "e2m1", "--device", "cpu", "--backend", "planted_encoders:wrong_at_zero",
                   "--chunk-bits", "16", "--chunks", "1", "--quiet")
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "1 mismatches" in bad.stdout and "input 0x00000000: twin 0x00, backend 0x01" in bad.stdout
+    assert "1 mismatches" in bad.stdout and "input 0x00000000: oracle 0x00, backend 0x01" in bad.stdout
     good = _mxgate(tmp_path, "sweep", "e2m1", "--device", "cpu", "--backend", "planted_encoders:right",
                    "--chunk-bits", "16", "--chunks", "2", "--quiet")
     assert good.returncode == 0, good.stdout + good.stderr

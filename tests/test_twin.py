@@ -411,6 +411,30 @@ def test_sweep_device_counts_exactly() -> None:
     assert same.mismatches == 0 and same.inputs == result.inputs
 
 
+def test_sweep_device_bf16_counts_exactly() -> None:
+    """bf16.round judged on the device (the exhaustive tier's sweep on --device cuda): a NaN rule
+    of another profile is counted on exactly the NaN inputs, and the example bytes are the
+    oracle's and the backend's own bf16 bits."""
+    from mxgate.twin.sweep import sweep_device
+
+    chunk_bits = 20
+    chunks = [0x3F8, 0x7F8, 0x7FC, 0xFFF, 0x000]
+    other = lambda x: oracle.bf16_bits(x, "gfx950")  # noqa: E731 - canonical NaN 0x7FC0
+    result = sweep_device(other, "torch-cpu", "cpu", fmt="bf16", chunk_bits=chunk_bits, chunks=chunks)
+    expected = 0
+    for c in chunks:
+        x = (np.arange(1 << chunk_bits, dtype=np.uint64) + (c << chunk_bits)).astype(np.uint32).view(np.float32)
+        expected += int(np.count_nonzero(oracle.bf16_bits(x, "gfx950") != oracle.bf16_bits(x, "torch-cpu")))
+    assert result.inputs == len(chunks) << chunk_bits
+    assert result.mismatches == expected == result.nan_mismatches and expected > 0
+    for b, ours, theirs in result.examples:
+        assert ours == int(oracle.bf16_bits(f32([b & 0xFFFFFFFF]), "torch-cpu")[0])
+        assert theirs == int(oracle.bf16_bits(f32([b & 0xFFFFFFFF]), "gfx950")[0])
+    same = sweep_device(lambda x: oracle.bf16_bits(x, "torch-cpu"), "torch-cpu", "cpu", fmt="bf16",
+                        chunk_bits=chunk_bits, chunks=chunks)
+    assert same.mismatches == 0 and same.inputs == result.inputs
+
+
 def test_oracle_and_package_import_no_torch() -> None:
     code = ("import sys, mxgate, mxgate.oracle, mxgate.oracle.ops, mxgate.oracle.layouts; "
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)")

@@ -21,12 +21,12 @@ import torch
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1, e4m3
 from mxgate.oracle.rounding import lookup
-from mxgate.oracle.xp import i32
-from mxgate.oracle.xp import is_nan_bits, table_on
+from mxgate.oracle.formats.bf16 import bf16_bits
+from mxgate.oracle.xp import floats, i32, is_nan_bits, table_on
 
 TOTAL = 1 << 32
 CHUNK_BITS = 28
-FORMATS = ("e2m1", "e4m3", "e4m3fn", "e4m3fnuz")  # "e4m3": the profile's FP8 variant
+FORMATS = ("e2m1", "e4m3", "e4m3fn", "e4m3fnuz", "bf16")  # "e4m3": the profile's FP8 variant
 
 
 @dataclass
@@ -42,7 +42,8 @@ class DeviceSweep:
     def summary(self) -> str:
         head = (f"{self.fmt} device sweep, profile {self.profile}: {self.inputs:,} inputs, "
                 f"{self.mismatches:,} mismatches ({self.nan_mismatches:,} on NaN inputs), {self.seconds:.2f} s")
-        rows = [f"  input 0x{b & 0xFFFFFFFF:08X}: twin 0x{t:02X}, backend 0x{k:02X}" for b, t, k in self.examples]
+        width = 4 if self.fmt == "bf16" else 2
+        rows = [f"  input 0x{b & 0xFFFFFFFF:08X}: oracle 0x{t:0{width}X}, backend 0x{k:0{width}X}" for b, t, k in self.examples]
         return "\n".join([head] + rows)
 
     def merged(self, *parts: DeviceSweep, max_examples: int = 10) -> DeviceSweep:
@@ -58,16 +59,30 @@ class DeviceSweep:
         return total
 
 
-def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> tuple[torch.Tensor, int]:
-    """(rounding table on ``device``, keep_bits) of the oracle's encoder for ``fmt`` under the profile."""
+def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The oracle's encoder for ``fmt`` under the profile, on ``device``: int32 float32 patterns
+    -> its outputs as int32 units (codes, or bf16 bit patterns)."""
     p = _profiles.get(profile)
     like = torch.empty(0, device=device)
     if fmt == "e2m1":
-        return table_on(e2m1.table(p), like), e2m1.KEEP_BITS
-    if fmt.startswith("e4m3") and fmt in FORMATS:
+        table, keep_bits = table_on(e2m1.table(p), like), e2m1.KEEP_BITS
+    elif fmt.startswith("e4m3") and fmt in FORMATS:
         variant = p.fp8_variant if fmt == "e4m3" else fmt[len("e4m3"):]
-        return table_on(e4m3.table(variant, e4m3.SATURATE_OF_OVERFLOW[p.fp8_overflow]), like), e4m3.KEEP_BITS
-    raise ValueError(f"fmt must be one of {', '.join(FORMATS)}; got {fmt!r}")
+        table, keep_bits = table_on(e4m3.table(variant, e4m3.SATURATE_OF_OVERFLOW[p.fp8_overflow]), like), e4m3.KEEP_BITS
+    elif fmt == "bf16":
+        return lambda u: units(bf16_bits(floats(u), p), fmt)
+    else:
+        raise ValueError(f"fmt must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    return lambda u: lookup(u, table, keep_bits).to(torch.int32)
+
+
+def units(out: torch.Tensor, fmt: str) -> torch.Tensor:
+    """An encoder's outputs as int32: uint8 codes, or the 16 bits of a bf16 (any 16-bit view)."""
+    if fmt == "bf16":
+        if out.dtype in (torch.uint16, torch.bfloat16):
+            out = out.view(torch.int16)
+        return out.to(torch.int32) & 0xFFFF
+    return out.to(torch.uint8).to(torch.int32)
 
 
 def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
@@ -78,11 +93,11 @@ def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
 def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profile: str | _profiles.Profile,
                  device: str | torch.device = "cuda", *, fmt: str = "e2m1", chunk_bits: int = CHUNK_BITS,
                  chunks: Iterable[int] | None = None, max_examples: int = 10) -> DeviceSweep:
-    """Judge ``backend_encoder`` (float32 tensor -> uint8 codes, one per element, same shape)
+    """Judge ``backend_encoder`` (float32 tensor -> uint8 codes, or bf16 bits for "bf16", one per element, same shape)
     on every float32 input (or the 2^chunk_bits-input ``chunks``) against the twin."""
     p = _profiles.get(profile)
     dev = torch.device(device)
-    table, keep_bits = reference(p, fmt, dev)
+    expected = reference(p, fmt, dev)
     count = 1 << chunk_bits
     chunks = range(TOTAL >> chunk_bits) if chunks is None else chunks
     result = DeviceSweep(p.name, fmt)
@@ -99,23 +114,23 @@ def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profil
         if not isinstance(actual, torch.Tensor) or actual.shape != u.shape:
             raise ValueError(f"backend_encoder must return a tensor of shape {tuple(u.shape)}, got "
                              f"{getattr(actual, 'shape', type(actual).__name__)}")
-        differ = lookup(u, table, keep_bits) != actual.to(device=dev, dtype=torch.uint8)
+        differ = expected(u) != units(actual.to(device=dev), fmt)
         bad = differ.sum()
         bad_total += bad
         bad_nan += (differ & is_nan_bits(u)).sum()
         flagged.append((index, bad))
         result.inputs += count
         if len(flagged) >= 4:  # look back at a few chunks at a time: one host sync per group
-            _collect(result, flagged, base, table, keep_bits, backend_encoder, chunk_bits, dev, max_examples)
+            _collect(result, flagged, base, expected, fmt, backend_encoder, chunk_bits, dev, max_examples)
             flagged = []
-    _collect(result, flagged, base, table, keep_bits, backend_encoder, chunk_bits, dev, max_examples)
+    _collect(result, flagged, base, expected, fmt, backend_encoder, chunk_bits, dev, max_examples)
     result.mismatches = int(bad_total)
     result.nan_mismatches = int(bad_nan)
     result.seconds = time.perf_counter() - start_time
     return result
 
 
-def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base: torch.Tensor, table: torch.Tensor, keep_bits: int,
+def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base: torch.Tensor, expected, fmt: str,
              backend_encoder, chunk_bits: int, dev: torch.device, max_examples: int) -> None:
     """Examples from chunks with mismatches (recomputed only for those: mismatches are rare)."""
     if len(result.examples) >= max_examples:
@@ -125,8 +140,8 @@ def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base:
         if not bad or len(result.examples) >= max_examples:
             continue
         u = base + i32(index << chunk_bits)
-        actual = backend_encoder(u.view(torch.float32)).to(device=dev, dtype=torch.uint8)
-        ours = lookup(u, table, keep_bits)
+        actual = units(backend_encoder(u.view(torch.float32)).to(device=dev), fmt)
+        ours = expected(u)
         where = torch.nonzero(ours != actual).reshape(-1)[: max_examples - len(result.examples)]
         for i in where.tolist():
             result.examples.append((int(u[i]), int(ours[i]), int(actual[i])))
