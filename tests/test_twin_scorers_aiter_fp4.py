@@ -26,7 +26,6 @@ from mxgate.inputs.strategies import decode_ragged_params  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle import scorers  # noqa: E402
 from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS  # noqa: E402
-from mxgate.twin import reference  # noqa: E402
 
 from namespaces import assert_same, tt  # noqa: E402
 
@@ -274,6 +273,8 @@ def test_a_tensor_call_computes_on_tensors_only() -> None:
 def test_the_gate_reference_is_the_oracle_itself() -> None:
     """No separate torch counterpart is left: the gate's device reference runs the oracle's own
     function on the tensors, NumPy in and out."""
+    from mxgate.twin import reference
+
     assert not set(FUNCTIONS) & set(reference.COUNTERPARTS)
     assert oracle.ops.pa_mqa_logits_fp4 is scorers.pa_mqa_logits_fp4
     case = lc.fp4_decode_case(SEED + 10, 2, 150, 2, 32)
@@ -327,7 +328,7 @@ def test_gpu_options_and_specials(seed: int) -> None:
 
 @pytest.mark.gpu
 def test_gpu_production_size() -> None:
-    """64 heads, 8 query rows over 2 x 16384 tokens: 2^21 (row, token) cells."""
+    """64 heads, 8 query rows over 16384 and 12345 tokens: 114,904 (row, token) cells."""
     seed = SEED + 11
     case = lc.fp4_decode_case(seed, 2, 16384, 4, 64, context_lens=np.array([16384, 12345]), spread=4)
     want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs)
