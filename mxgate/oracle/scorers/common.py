@@ -154,7 +154,7 @@ def fp4_q(q_fp4: object, q_scale: object, next_n: int | None) -> tuple[np.ndarra
             qs = qs.reshape((qs.shape[0] * qs.shape[1],) + qs.shape[2:])
         next_n = implied
     elif q.ndim != 3:
-        raise ValueError(f"q_fp4 must have shape [B, next_n, H, D/2] or [B*next_n, H, D/2], got {q.shape}")
+        raise ValueError(f"q_fp4 must have shape [B, next_n, H, D/2] or [B*next_n, H, D/2], got {tuple(q.shape)}")
     rows, heads, half = q.shape
     check_heads_dim(heads, 2 * half)
     k_tiles = 2 * half // TILE_K
@@ -162,7 +162,7 @@ def fp4_q(q_fp4: object, q_scale: object, next_n: int | None) -> tuple[np.ndarra
     want = (rows, k_tiles, 4, MFMA_M, qs_pad)
     if qs.shape != want:
         raise ValueError(f"q_scale must have shape {want} ([rows, k_tiles, 4, 16, QS_PAD], QS_PAD = "
-                         f"round_up(H/16, 4)) for q_fp4 {q.shape}, got {qs.shape}")
+                         f"round_up(H/16, 4)) for q_fp4 {tuple(q.shape)}, got {tuple(qs.shape)}")
     return q, qs, rows, next_n or 0
 
 
@@ -170,21 +170,21 @@ def fp4_kv(kv_cache: object, kv_scale: object, head_dim: int) -> int:
     kv = uint8(kv_cache, "kv_cache")
     ks = uint8(kv_scale, "kv_scale")
     if kv.ndim != 5 or kv.shape[2] != 4 or kv.shape[4] != 16:
-        raise ValueError(f"kv_cache must have shape [num_blocks, k_tiles, 4, kv_block_size, 16], got {kv.shape}")
+        raise ValueError(f"kv_cache must have shape [num_blocks, k_tiles, 4, kv_block_size, 16], got {tuple(kv.shape)}")
     if kv.shape[3] != KV_BLOCK:
         raise ValueError(f"kv_block_size must be {KV_BLOCK} (kv_cache.size(3)), got {kv.shape[3]}")
     if kv.shape[1] * TILE_K != head_dim:
         raise ValueError(f"kv_cache k_tiles={kv.shape[1]} does not match head_dim={head_dim} of q_fp4")
-    want = kv.shape[:4]
+    want = tuple(kv.shape[:4])
     if ks.shape != want:
-        raise ValueError(f"kv_scale must have shape {want} ([num_blocks, k_tiles, 4, 64]), got {ks.shape}")
+        raise ValueError(f"kv_scale must have shape {want} ([num_blocks, k_tiles, 4, 64]), got {tuple(ks.shape)}")
     return kv.shape[0]
 
 
 def weights_bf16(weights: object, rows: int, heads: int) -> np.ndarray:
     w = bf16_bits(weights, "weights")
     if w.shape != (rows, heads):
-        raise ValueError(f"weights must have shape ({rows}, {heads}) ([rows, H]), got {w.shape}")
+        raise ValueError(f"weights must have shape ({rows}, {heads}) ([rows, H]), got {tuple(w.shape)}")
     return w
 
 
