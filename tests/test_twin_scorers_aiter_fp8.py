@@ -30,7 +30,7 @@ torch = pytest.importorskip("torch")
 from mxgate.conformance import test_aiter_conformance as aiter_conformance  # noqa: E402
 from mxgate.conformance.test_logits_conformance import AITER_CONFIGS  # noqa: E402
 from mxgate.inputs import logits as lc  # noqa: E402
-from mxgate.oracle import layouts, ops  # noqa: E402
+from mxgate.oracle import layouts  # noqa: E402
 from mxgate.oracle import scorers as oracle_scorers  # noqa: E402
 from mxgate.oracle.scorers import aiter_fp8 as oracle_fp8  # noqa: E402
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS  # noqa: E402
@@ -422,11 +422,14 @@ def test_a_non_tensor_is_refused() -> None:
 
 
 def test_the_gate_runs_the_oracle_itself() -> None:
-    """No separate torch counterpart: the gate's device reference is the oracle's function
-    (under every name the oracle exports it by)."""
-    for fn in (oracle_fp8.pa_mqa_logits_fp8, oracle_fp8.pa_mqa_logits_fp8_scored, ops.pa_mqa_logits_fp8_exact,
-               oracle_scorers.pa_mqa_logits_fp8):
-        assert fn not in reference.COUNTERPARTS
+    """The gate's device reference is the oracle's own function on tensors, NumPy in and out."""
+    assert oracle_scorers.pa_mqa_logits_fp8 is oracle_fp8.pa_mqa_logits_fp8
+    kwargs = dict(lc.fp8_decode_case(SEED, 2, 100, 2, 16, block_size=32).kwargs)
+    want = oracle_fp8.pa_mqa_logits_fp8_scored(**kwargs)
+    got = reference.on_device(oracle_fp8.pa_mqa_logits_fp8_scored, "cpu")(**kwargs)
+    for field in ("emulated", "value", "bound", "window"):
+        assert isinstance(getattr(got, field), np.ndarray), field
+        assert np.array_equal(np.asarray(getattr(want, field)).view(np.uint8), np.asarray(getattr(got, field)).view(np.uint8)), field
 
 
 # =============================================================================================

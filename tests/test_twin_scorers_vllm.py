@@ -495,9 +495,13 @@ def test_tensors_all_on_one_device() -> None:
 
 
 def test_the_gate_runs_the_oracle_itself() -> None:
-    """No separate torch counterpart: the gate's device reference is the oracle's function."""
-    public = [getattr(oracle_vllm, n) for n in dir(oracle_vllm) if n.endswith(("_logits", "_logits_scored"))]
-    assert public and not any(f in reference.COUNTERPARTS for f in public + [oracle_vllm.paged_limits])
+    """The gate's device reference is the oracle's own function on tensors, NumPy in and out."""
+    kwargs = vc.fp4_ragged_case(SEED + 800, 3, 20, 16).kwargs
+    want = oracle_vllm.fp4_ragged_logits_scored(**kwargs)
+    got = reference.on_device(oracle_vllm.fp4_ragged_logits_scored, "cpu")(**kwargs)
+    for field in FIELDS:
+        assert isinstance(getattr(got, field), np.ndarray), field
+        assert np.array_equal(np.asarray(getattr(want, field)).view(np.uint8), np.asarray(getattr(got, field)).view(np.uint8)), field
 
 
 # ---- GPU -------------------------------------------------------------------------------------

@@ -75,32 +75,31 @@ def i32(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+def _view(a: Any, source: str | None, target: str) -> Any:
+    """``a`` (as ``source`` dtype, NumPy only; None keeps it) reinterpreted as ``target``."""
+    if isinstance(a, np.ndarray | np.generic):
+        return np.require(a, dtype=source, requirements="C").view(target)
+    return a.contiguous().view(getattr(namespace(a), target))
+
+
 def bits(x: Any) -> Any:
     """int32 bit patterns of a float32 array (a view where the layout allows)."""
-    if isinstance(x, np.ndarray | np.generic):
-        return np.require(x, dtype=np.float32, requirements="C").view(np.int32)
-    return x.contiguous().view(namespace(x).int32)
+    return _view(x, "float32", "int32")
 
 
 def floats(u: Any) -> Any:
     """float32 values of int32 (or uint32) bit patterns."""
-    if isinstance(u, np.ndarray | np.generic):
-        return np.require(u, requirements="C").view(np.float32)
-    return u.contiguous().view(namespace(u).float32)
+    return _view(u, None, "float32")
 
 
 def bits64(x: Any) -> Any:
     """int64 bit patterns of a float64 array."""
-    if isinstance(x, np.ndarray | np.generic):
-        return np.require(x, dtype=np.float64, requirements="C").view(np.int64)
-    return x.contiguous().view(namespace(x).int64)
+    return _view(x, "float64", "int64")
 
 
 def floats64(u: Any) -> Any:
     """float64 values of int64 bit patterns."""
-    if isinstance(u, np.ndarray | np.generic):
-        return np.require(u, dtype=np.int64, requirements="C").view(np.float64)
-    return u.contiguous().view(namespace(u).float64)
+    return _view(u, "int64", "float64")
 
 
 def srl(u: Any, k: int) -> Any:

@@ -3,13 +3,14 @@
 Importing this package imports torch; ``mxgate`` and ``mxgate.oracle`` never do. The codecs,
 scales and ``dequantize_mx`` here are the oracle's own functions (written once against an array
 namespace, they run on tensors as given); what is the twin's own is device-specific: the fused
-Triton quantizer behind ``quantize_mx`` on CUDA, its scale tables, the device sweeps, the layouts.
+Triton quantizer behind ``quantize_mx`` on CUDA, its scale tables, the device sweeps and the
+gate's reference on a device (``reference.on_device``).
 tests/test_twin.py runs each function on NumPy and on tensors and compares the bytes.
 
     from mxgate import twin
     codes = twin.encode_e2m1(x_cuda_f32, "gfx950")
     packed, scales = twin.quantize_mx(x_cuda, "gfx950")      # fused Triton kernel on CUDA
-    twin.layouts.get("aiter-fp4-kv").scatter(buf, packed, slots=slots)
+    oracle.layouts.get("aiter-fp4-kv").scatter(buf, packed, slots=slots)  # buf: a cuda tensor
 """
 
 from mxgate.oracle import (
@@ -26,11 +27,10 @@ from mxgate.oracle import (
     round_bf16,
     unpack_nibbles,
 )
-from mxgate.twin import layouts
 from mxgate.twin.quantize import quantize_mx
 
 __all__ = [
     "bf16_bits", "bf16_to_f32", "decode_e2m1", "decode_e4m3", "decode_e8m0", "dequantize_mx",
-    "e8m0_scale", "encode_e2m1", "encode_e4m3", "layouts", "pack_nibbles", "quantize_mx",
+    "e8m0_scale", "encode_e2m1", "encode_e4m3", "pack_nibbles", "quantize_mx",
     "round_bf16", "unpack_nibbles",
 ]

@@ -202,7 +202,7 @@ def f64_nearest(value: Fraction) -> float:
 # ---- float64 sums over heads in the bounds ---------------------------------------------------
 # A bound's head sums run left to right in float64, one rounding per addition, never through a
 # BLAS or a reduction whose order depends on the shape or the machine: the same bytes everywhere,
-# and the torch twin (mxgate.twin.scorers) follows the same order on any device.
+# and the same code on torch tensors follows the same order on any device.
 
 
 def sum_heads(x: Any, axis: int = 1) -> Any:

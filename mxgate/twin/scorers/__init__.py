@@ -1,1 +1,0 @@
-"""The paged MQA logits scorers' torch counterparts that remain (see mxgate.twin.reference)."""
