@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from mxgate import oracle  # noqa: E402
+from mxgate import op_table, oracle  # noqa: E402
 from mxgate import twin  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle.formats import e2m1 as oe2m1  # noqa: E402
@@ -470,9 +470,16 @@ def _parallel(fn, n: int, parts: int):
 
 @pytest.mark.gpu
 def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """All 2^32 inputs: every profile's E2M1 encoder and every E4M3 rule, the twin on the
-    device against the oracle on the host, chunk by chunk (2^28 inputs)."""
+    """All 2^32 inputs: every profile's E2M1 encoder and every E4M3 rule, the oracle on device
+    tensors against the oracle on the host, chunk by chunk (2^28 inputs). Profiles that share a
+    rounding table (the cached table of the four fields it depends on: the same object) share
+    one sweep: without a scale, the encoder reads nothing else of the profile."""
     from mxgate.twin.sweep import patterns
+
+    sharing: dict[int, list[str]] = {}
+    for name in PROFILES:
+        sharing.setdefault(id(oe2m1.table(name)), []).append(name)
+    tables = {names[0]: names for names in sharing.values()}
 
     threads = _host_threads()
     monkeypatch.setenv("MXGATE_THREADS", str(threads))  # the oracle's own loops use every core
@@ -489,13 +496,14 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
         xf = x.view(np.float32)
         u = patterns(start, count, torch.device(GPU_DEVICE))
         xd = u.view(torch.float32)
-        for name in PROFILES:
+        for name, names in tables.items():
             got = oracle.encode_e2m1(xd, name).cpu().numpy()
             want = oracle.encode_e2m1(xf, name)
             if not np.array_equal(got, want):
                 bad = np.flatnonzero(got != want)[:5]
-                raise AssertionError(f"e2m1 {name}: inputs {[hex(int(x[i])) for i in bad]} twin {got[bad]} oracle {want[bad]}")
-            checked[f"e2m1 {name}"] = checked.get(f"e2m1 {name}", 0) + count
+                raise AssertionError(f"e2m1 {name}: inputs {[hex(int(x[i])) for i in bad]} device {got[bad]} host {want[bad]}")
+            key = f"e2m1 {', '.join(names)}"
+            checked[key] = checked.get(key, 0) + count
         for variant, saturate in E4M3_RULES:
             got = oracle.encode_e4m3(xd, variant, saturate).cpu().numpy()
             want = oracle.encode_e4m3(xf, variant, saturate)
@@ -505,19 +513,25 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
             key = f"e4m3 {variant} saturate={saturate}"
             checked[key] = checked.get(key, 0) + count
     assert all(v == count * len(_chunk_indices(32)) for v in checked.values())
-    assert len(checked) == len(PROFILES) + len(E4M3_RULES)
+    assert len(checked) == len(tables) + len(E4M3_RULES)
+    assert sorted(n for names in tables.values() for n in names) == sorted(PROFILES)
     print("\n".join(f"{k}: {v:,} inputs identical" for k, v in checked.items()))
 
 
 @pytest.mark.gpu
 def test_gpu_every_amax_through_every_scale_policy() -> None:
-    """All 2^31 non-negative patterns (+0 .. +Inf, NaN): the twin's e8m0_scale and the fused
-    kernel's step and binade tables on the device against the oracle's e8m0_scale on the host."""
+    """All 2^31 non-negative patterns (+0 .. +Inf, NaN): the oracle's e8m0_scale on device tensors
+    and the fused kernel's step and binade tables against the oracle's e8m0_scale on the host.
+    One profile per set of values of the fields the op table declares e8m0.scale reads."""
     from mxgate.twin.sweep import patterns
 
     threads = _host_threads()
     count = 1 << GPU_CHUNK_BITS
+    fields = op_table.spec(OpName.E8M0_SCALE).profile_fields
+    sharing: dict[tuple, str] = {}
     for name in PROFILES:
+        sharing.setdefault(tuple(getattr(profiles.get(name), f) for f in fields), name)
+    for name in sharing.values():
         for index in _chunk_indices(31):
             start = index << GPU_CHUNK_BITS
             u = patterns(start, count, torch.device(GPU_DEVICE))
