@@ -574,3 +574,19 @@ def test_gpu_production_size() -> None:
         print(f"\n{op} seed {case.seed}: {int(expected.window.sum()):,} in-window cells, oracle {host_s:.1f} s on the "
               f"host, {device_s:.1f} s on {GPU}")
     report(counts, f"production size on {GPU}")
+
+
+def test_add_round_f32_leaves_a_sum_that_is_not_finite_as_it_is() -> None:
+    """fl32(x + y) of an overflowed operand: +-Inf stays +-Inf and NaN stays NaN on both
+    namespaces. The TwoSum error of such a sum is a NaN whose sign bit is the host's (x86 sets
+    it, CUDA clears it); before, it moved -Inf to a NaN on x86 and +Inf to a NaN on CUDA."""
+    from mxgate.oracle.scorers.arithmetic import add_round_f32
+
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, 2.0**100, -(2.0**-140)])
+    y = np.array([1.0, 1.0, 1.0, 2.0**-60, 1.0, 2.0**-149])
+    with np.errstate(invalid="ignore"):
+        host = add_round_f32(x, y)
+    assert host[:2].tolist() == [np.inf, -np.inf] and np.isnan(host[2])  # before: -Inf gave a NaN here
+    assert host[3] == np.float32(1.0) and host[4] == np.float32(2.0**100)
+    tensors = add_round_f32(torch.from_numpy(x), torch.from_numpy(y))
+    assert np.array_equal(host.view(np.uint32), tensors.numpy().view(np.uint32))

@@ -147,10 +147,12 @@ def _round_limbs(acc: Any) -> Any:
 
 
 def add_round_f32(x: Any, y: Any) -> Any:
-    """fl32(x + y), one rounding, for float64 x, y whose values are exact (finite, no overflow).
+    """fl32(x + y), one rounding, for float64 x, y whose values are exact.
 
     TwoSum gives the exact error of the float64 sum; an inexact sum with an even last bit is
     moved one ulp toward the error (round to odd at 53 bits), then rounded to float32 once.
+    A sum that is not finite (an operand was +-Inf or NaN) is left as it is: its TwoSum error is
+    a NaN whose sign differs between hosts (x86 sets it, CUDA does not), so it must decide nothing.
     """
     xp = namespace(x, y)
     x = xp.asarray(x, dtype=xp.float64)
@@ -159,7 +161,7 @@ def add_round_f32(x: Any, y: Any) -> Any:
     bb = s - x
     err = (x - (s - bb)) + (y - bb)
     b = bits64(s)
-    odd_fix = (err != 0) & ((b & 1) == 0)
+    odd_fix = (err != 0) & ((b & 1) == 0) & xp.isfinite(s)
     toward = xp.where(xp.signbit(err) == xp.signbit(s), 1, -1)
     return xp.astype(floats64(xp.where(odd_fix, b + toward, b)), xp.float32)
 
