@@ -386,8 +386,9 @@ class _XdistHandOver:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        for backend in config.stash[_ISOLATED].values():  # the controller runs no op
-            backend.close()
+        from mxgate.kernels import isolation
+
+        isolation.close_all(list(config.stash[_ISOLATED].values()))  # the controller runs no op
         config.stash[_ISOLATED].clear()
 
     def pytest_configure_node(self, node: Any) -> None:
@@ -397,8 +398,9 @@ class _XdistHandOver:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for backend in config.stash.get(_ISOLATED, {}).values():
-        backend.close()
+    from mxgate.kernels import isolation
+
+    isolation.close_all(list(config.stash.get(_ISOLATED, {}).values()))  # the workers end side by side
     reports.finish(config.stash.get(_PENDING, []), config.stash.get(_LOCKS, []))
 
 

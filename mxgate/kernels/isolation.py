@@ -53,6 +53,14 @@ DEFAULT_STARTUP_S = 600.0  # importing torch, triton and a source tree on a busy
 DEVICE_SWEEP = "<device sweep>"  # a request that runs Backend.device_sweep in the worker
 SWEEP_CALL_INPUTS = 1 << 28  # inputs per device-sweep call: each call gets the per-call limit
 _CONTEXT = multiprocessing.get_context("spawn")
+# Workers start from a fork server when the platform has one: a clean process, itself spawned
+# (never a fork of the gate's process, which has torch's and triton's threads), that imported
+# NumPy, torch and this module once and forks each worker from that state, before any op ran
+# there. Each worker then pays only for its own backend's import, not for Python, NumPy and torch
+# again (seventeen workers on two cores: most of the start-up). The server starts under the
+# workers' environment; a worker whose environment differs from the server's is spawned.
+_PRELOAD = ("mxgate.kernels.isolation", "numpy", "torch")
+_SERVER: dict[str, Any] = {}  # "environment": the one the fork server was started under; "broken": True
 _LOADING = "loading the backend"
 
 
@@ -268,9 +276,12 @@ def _check_contract(name: str, op: Op) -> None:
                             f"({', '.join(spec.positional)}): {error}") from None
 
 
-def _serve(conn: Any, name: str, device: str) -> None:
+def _serve(conn: Any, name: str, device: str, environment: dict[str, str] | None = None) -> None:
     """Worker loop: receive the secret, build the backend, describe it, then answer
     (call id, op, args, kwargs, repeats) requests until told to stop."""
+    if environment is not None and dict(os.environ) != environment:  # what the fork server's imports set
+        os.environ.clear()
+        os.environ.update(environment)
     from mxgate import kernels
 
     try:
@@ -428,6 +439,25 @@ _GATE_ONLY = frozenset({"MXGATE_ISOLATED_WORKER", "MXGATE_TIMEOUT", "MXGATE_STAR
                         "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_VERSION"})
 
 
+def _fork_server(environment: dict[str, str]) -> Any:
+    """The fork-server context when workers of this environment can start from it, else None
+    (no fork server on this platform, one that failed, one started by someone else or under
+    another environment)."""
+    if _SERVER.get("broken") or "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    from multiprocessing import forkserver
+
+    known = _SERVER.get("environment")
+    if known is None:
+        if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
+            return None  # a server another part of this process started, preloaded as it chose
+        forkserver.set_forkserver_preload(list(_PRELOAD))
+        _SERVER["environment"] = dict(environment)
+    elif known != environment:
+        return None
+    return multiprocessing.get_context("forkserver")
+
+
 class _Worker:
     def __init__(self, name: str, device: str, timeout: float, startup_timeout: float = DEFAULT_STARTUP_S) -> None:
         self.name, self.device, self.timeout, self.startup_timeout = name, device, timeout, startup_timeout
@@ -447,9 +477,20 @@ class _Worker:
         os.environ.clear()
         os.environ.update(neutral)
         try:
-            self.process = _CONTEXT.Process(target=_serve, args=(child, self.name, self.device), daemon=True,
-                                            name="SpawnProcess")
-            self.process.start()
+            self.process = None
+            server = _fork_server(neutral)
+            if server is not None:
+                try:
+                    self.process = server.Process(target=_serve, args=(child, self.name, self.device, neutral),
+                                                  daemon=True, name="SpawnProcess")
+                    self.process.start()
+                except Exception:  # noqa: BLE001 - a server that cannot fork workers: spawn them
+                    _SERVER["broken"] = True
+                    self.process = None
+            if self.process is None:
+                self.process = _CONTEXT.Process(target=_serve, args=(child, self.name, self.device, neutral),
+                                                daemon=True, name="SpawnProcess")
+                self.process.start()
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -563,13 +604,34 @@ class _Worker:
         self.conn = self.process = None
 
     def stop(self) -> None:
+        stop_all([self])
+
+    def ask_to_stop(self) -> bool:
+        """Tell a live worker to end (it returns from its loop); whether it was told."""
         if self.process is not None and self.process.is_alive():
             try:
                 self.conn.send(None)
-                self.process.join(5)
+                return True
             except (BrokenPipeError, OSError):
                 pass
-        self.kill()
+        return False
+
+
+def stop_all(workers: "list[_Worker]", grace: float = 5.0) -> None:
+    """End several workers at once: each is told to stop, then all get ``grace`` seconds together
+    to exit before their process groups are killed (one after another, each worker's own exit
+    would be waited out in turn)."""
+    import time
+
+    told = [worker for worker in workers if worker.ask_to_stop()]
+    deadline = time.monotonic() + grace
+    for worker in told:
+        try:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        except (OSError, AttributeError):
+            pass
+    for worker in workers:
+        worker.kill()
 
 
 def _write_back(backend: str, op: str, args: tuple, kwargs: dict, written: dict[int | str, Any]) -> None:
@@ -654,6 +716,16 @@ class IsolatedBackend(Backend):
         self._worker.stop()
 
 
+def close_all(backends: "list[Any]") -> None:
+    """Close several isolated backends at once (their workers end side by side); anything else
+    in the list is closed by its own ``close``."""
+    isolated = [b for b in backends if isinstance(b, IsolatedBackend)]
+    stop_all([b._worker for b in isolated])
+    for other in backends:
+        if not isinstance(other, IsolatedBackend) and hasattr(other, "close"):
+            other.close()
+
+
 @dataclass(frozen=True)
 class Repeats:
     """How often one call is made again on fresh copies of the same inputs: ``least`` times
@@ -729,9 +801,7 @@ def start_all(names: list[str], device: str = "cpu", *, timeout: float = DEFAULT
 
 def forget_kept() -> None:
     """Close the workers of loads kept by start_all(keep=True) that nobody took."""
-    for result in _KEPT.values():
-        if isinstance(result, IsolatedBackend):
-            result.close()
+    close_all([result for result in _KEPT.values() if isinstance(result, IsolatedBackend)])
     _KEPT.clear()
 
 
