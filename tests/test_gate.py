@@ -250,3 +250,28 @@ def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> N
     assert plain.returncode == outcome.EXIT_USAGE and "Traceback" not in plain.stderr
     debug = mxgate(["vectors", "verify", "--dir", "no-such-folder", "--debug"], tmp_path, timeout=60)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
+    """Issue #26: workers fork from a preloaded fork server (never from the gate's process), in
+    the environment the gate gives them, and close_all ends them together."""
+    import multiprocessing
+
+    from mxgate.kernels import isolation
+
+    loaded = isolation.start_all(["oracle", "ml_dtypes"], "cpu")
+    backends = list(loaded.values())
+    try:
+        assert all(isinstance(b, isolation.IsolatedBackend) for b in backends), loaded
+        import numpy as np
+
+        x = np.array([1.0, 2.0], dtype=np.float32)
+        for backend in backends:
+            assert backend.op("e2m1.encode").run(x).tolist() == [2, 4]
+        if "forkserver" in multiprocessing.get_all_start_methods() and isolation._SERVER.get("environment"):
+            kinds = {type(b._worker.process._popen).__module__ for b in backends}
+            assert kinds == {"multiprocessing.popen_forkserver"}, kinds
+            assert isolation._fork_server({"ANOTHER": "environment"}) is None  # spawned instead
+    finally:
+        isolation.close_all(backends)
+    assert all(b._worker.process is None for b in backends)

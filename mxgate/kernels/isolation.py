@@ -1,8 +1,9 @@
 """Load and run a backend in a worker process, so that nothing a kernel does can end the gate's
 run or forge its verdict.
 
-``load(name, device)`` starts a worker (the ``spawn`` method, never ``fork``: torch and triton
-threads do not survive a fork) in a process group of its own. The worker imports and builds the
+``load(name, device)`` starts a worker (never a ``fork`` of the gate's process: torch and triton
+threads do not survive a fork; forked from a clean, spawned fork server that preloaded NumPy and
+torch before any op ran, else spawned) in a process group of its own. The worker imports and builds the
 backend and asks it ``available()`` and ``ops()``; the parent keeps only that description
 (``Description``). Building runs under a start-up budget of its own (``startup_timeout``), apart
 from the per-call limit, so a slow import on a busy machine is never taken for a hung op. A name
