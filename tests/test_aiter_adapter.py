@@ -223,3 +223,33 @@ def test_spec_host_rejections_are_the_checkouts_messages() -> None:
                     "preshuffle requires cache_block_size to be a multiple of 16, got ",
                     "q_out dtype must be fp8", "weights_out dtype must be fp32"):
         assert message in checks
+
+
+def test_scale_inputs_hold_every_power_of_two_edge_and_the_nan_payloads() -> None:
+    """The gate's amax inputs for the scale modes reach the two AITER findings below: the one
+    amax whose quotient by 4 rounds across 2^-126, and NaNs whose payload carries into the sign."""
+    from mxgate.inputs.boundaries import scale_inputs
+    from mxgate.inputs.bits import NAN_PAYLOADS
+
+    u = set(scale_inputs().view(np.uint32).tolist())
+    assert {0x017FFFFF, 0x7FE00000, 0x7FFFFFFF} <= u
+    assert {p for p in NAN_PAYLOADS if p < 0x80000000} <= u
+    assert all((1 << 23) * k + d in u for k in range(1, 255) for d in (-1, 0, 1))
+
+
+@needs_checkout
+def test_the_gate_sees_aiters_round_down_and_even_scale_findings() -> None:
+    """AITER's f32_to_mx_e8m0_scale, run here: RoundDown gives 0x01 for amax 0x017FFFFF and Even
+    gives 0x00 for the NaN 0x7FE00000 (docs/findings/aiter.md 4b); the profiles say 0x00 and 0xFF,
+    and both are known findings the gate names."""
+    from mxgate import oracle
+    from mxgate.conformance.known_findings import KNOWN_FINDINGS
+    from mxgate.op_table import OpName
+
+    backend = kernels.get("aiter-reference")
+    for op, pattern, theirs, ours in ((OpName.AITER_F32_TO_MX_E8M0_SCALE_ROUND_DOWN, 0x017FFFFF, 0x01, 0x00),
+                                      (OpName.AITER_F32_TO_MX_E8M0_SCALE_EVEN, 0x7FE00000, 0x00, 0xFF)):
+        amax = np.array([pattern], np.uint32).view(np.float32)
+        assert int(np.asarray(backend.op(op).run(amax))[0]) == theirs, op
+        assert int(oracle.e8m0_scale(amax, backend.op(op).profile)[0]) == ours, op
+        assert ("aiter-reference", op) in KNOWN_FINDINGS

@@ -34,6 +34,13 @@ KNOWN_FINDINGS.update({
     ("aiter-reference", OpName.AITER_F32_TO_MX_E8M0_SCALE_CEIL): (
         "AITER f32_to_mx_e8m0_scale Ceil mode bumps the exponent of a subnormal amax/4 to byte 1 for every amax "
         "below 2^-124 (exact: byte 0); docs/findings/aiter.md"),
+    ("aiter-reference", OpName.AITER_F32_TO_MX_E8M0_SCALE_ROUND_DOWN): (
+        "AITER f32_to_mx_e8m0_scale RoundDown divides amax by 4 in float32 first: amax 0x017FFFFF rounds up to "
+        "2^-126 and gives byte 0x01 (exact floor: 0x00); docs/findings/aiter.md"),
+    ("aiter-reference", OpName.AITER_F32_TO_MX_E8M0_SCALE_EVEN): (
+        "AITER f32_to_mx_e8m0_scale Even adds 0x200000 to the bits: a NaN at or above 0x7FE00000 carries into "
+        "the sign bit, becomes -0.0 and gives byte 0x00 (its docstring and the profile: 0xFF); "
+        "docs/findings/aiter.md"),
 })
 
 # Peers (docs/findings/peers.md): their own defects, with the bytes there.

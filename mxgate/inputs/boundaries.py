@@ -276,10 +276,20 @@ def in_rms_contract(x: np.ndarray) -> np.ndarray:
 
 def scale_inputs() -> np.ndarray:
     """Positive amax values: every finite bf16 pattern, the element boundaries, every float32
-    from 2^-125 - 2^-140 up to 2^-124 (where amax / 4 rounds into the normal range), Inf, NaN."""
+    from 2^-125 - 2^-140 up to 2^-124 (where amax / 4 rounds into the normal range), 2^k, 1.5 2^k,
+    1.75 2^k, 3 2^k and 6 2^k with three float32 neighbours either side at every exponent (where
+    a floor, ceil or even policy changes its byte), Inf, and every positive NaN payload (a
+    policy that adds a rounding constant to the bits can carry a payload into the exponent)."""
     every = bf16_patterns()
     every = every[(every & SIGN) == 0]
     bf16 = f32(every[~is_nan_bits(every)])
     edge = np.arange(0x01000000 - (1 << 15), 0x01000000 + 4, dtype=np.uint32).view(np.float32)
+    steps = []
+    for k in range(-149, 128):
+        for factor in (1.0, 1.5, 1.75, 3.0, 6.0):
+            with np.errstate(over="ignore"):
+                b = pow2_bits(k) if factor == 1.0 else bit(factor * 2.0**k)
+            steps += [b + d for d in range(-3, 4) if 0 < b + d < F32_INF]
+    nans = [p for p in NAN_PAYLOADS if p < SIGN]
     special = np.float32([np.inf, np.nan, 0.0])
-    return np.concatenate([bf16, np.abs(element_boundaries()), edge, special]).astype(np.float32)
+    return np.concatenate([bf16, np.abs(element_boundaries()), edge, f32(steps + nans), special]).astype(np.float32)
