@@ -89,6 +89,19 @@ def test_the_pytest_route_fails_an_exit_while_loading_too(tmp_path: Path, backen
     assert (tmp_path / "m.json").is_file() and _junit_problems(tmp_path / "j.xml") > 0
 
 
+def test_a_module_that_cannot_be_collected_is_an_internal_error_not_an_interruption(tmp_path: Path) -> None:
+    """pytest says INTERRUPTED (2) for errors during collection too: without a signal the gate
+    exits 3 and marks nothing as interrupted (it exited 130, "INTERRUPTED by SIGINT")."""
+    (tmp_path / "test_broken_import.py").write_text("import no_such_module_anywhere\n\ndef test_x():\n    pass\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", "test_broken_import.py",
+                           "--backend", "oracle", "--tier", "quick", "--mxgate-json", "m.json", "-p", "no:cacheprovider",
+                           "-q"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == outcome.EXIT_INTERNAL, done.stdout[-3000:] + done.stderr[-3000:]
+    matrix = json.loads((tmp_path / "m.json").read_text())
+    assert matrix["exit_status"] == outcome.EXIT_INTERNAL and not matrix["interrupted"]
+    assert "INTERRUPTED" not in done.stdout
+
+
 @pytest.mark.parametrize("extra", [[], ["--allow-unsupported"]], ids=["plain", "allow-unsupported"])
 def test_a_name_that_is_no_backend_is_a_usage_error_whatever_the_flags(tmp_path: Path, extra: list[str]) -> None:
     done = _check(tmp_path, "os:getcwd", *extra, timeout=120)

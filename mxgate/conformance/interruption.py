@@ -12,22 +12,27 @@ _SIGNAL = pytest.StashKey[str]()
 
 
 def install(config: pytest.Config) -> None:
-    """Turn SIGTERM into the KeyboardInterrupt pytest already handles, remembering which it was."""
+    """Turn SIGTERM into the KeyboardInterrupt pytest already handles, and remember which
+    signal it was (pytest's own INTERRUPTED status also means "errors during collection", so
+    the signal is recorded where it arrives, never inferred from the status)."""
 
     def terminated(number: int, frame: Any) -> None:  # noqa: ARG001
         config.stash[_SIGNAL] = "SIGTERM"
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the run at once
         raise KeyboardInterrupt("SIGTERM")
 
+    def interrupted(number: int, frame: Any) -> None:  # noqa: ARG001
+        config.stash.setdefault(_SIGNAL, "SIGINT")
+        raise KeyboardInterrupt
+
     try:
         signal.signal(signal.SIGTERM, terminated)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, interrupted)
     except ValueError:  # not the main thread: pytest run from a thread keeps the default
         pass
 
 
-def which(config: pytest.Config, pytest_status: int | None = None) -> str | None:
-    """'SIGTERM', 'SIGINT' or None: what interrupted this run (pytest's own status tells a
-    SIGINT; ask once with it, when the session finishes, and later without)."""
-    if _SIGNAL not in config.stash and pytest_status is not None:
-        config.stash[_SIGNAL] = "SIGINT" if int(pytest_status) == int(pytest.ExitCode.INTERRUPTED) else ""
+def which(config: pytest.Config) -> str | None:
+    """'SIGTERM', 'SIGINT' or None: the signal that interrupted this run, if one did."""
     return config.stash.get(_SIGNAL, "") or None

@@ -7,7 +7,8 @@
        ``--mxgate-xfail-known``), or a test of the session failed or errored
 2      usage error (unknown backend, profile, tier or device; an output path that cannot be
        written; ...), said in one line before anything runs
-3      internal error of mxgate or pytest
+3      internal error of mxgate or pytest, or a test module that could not be collected
+       (pytest's "Interrupted: N errors during collection" without a signal)
 5      nothing failed, but a backend named with ``--backend`` could run nothing here (package
        absent, no GPU, ...) or no verdict was recorded at all; ``--mxgate-allow-unsupported``
        (``mxgate check --allow-unsupported``) turns this into 0
@@ -40,8 +41,9 @@ MEANING = {
     EXIT_TERMINATED: "terminated (SIGTERM)",
 }
 
-# pytest's own ExitCode values -> this contract
-_FROM_PYTEST = {0: EXIT_PASS, 1: EXIT_FAIL, 2: EXIT_INTERRUPTED, 3: EXIT_INTERNAL, 4: EXIT_USAGE, 5: EXIT_NOTHING_RAN}
+# pytest's own ExitCode values -> this contract. pytest's INTERRUPTED (2) without a signal that
+# the gate recorded (interruption.install) is "errors during collection": an internal error.
+_FROM_PYTEST = {0: EXIT_PASS, 1: EXIT_FAIL, 2: EXIT_INTERNAL, 3: EXIT_INTERNAL, 4: EXIT_USAGE, 5: EXIT_NOTHING_RAN}
 
 
 def counts_as_failure(row: dict[str, Any]) -> bool:
@@ -61,7 +63,7 @@ def exit_status(pytest_status: int, rows: list[dict[str, Any]], named: list[str]
     if interrupted_by == "SIGINT":
         return EXIT_INTERRUPTED
     status = _FROM_PYTEST.get(int(pytest_status), EXIT_INTERNAL)
-    if status in (EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED):
+    if status in (EXIT_USAGE, EXIT_INTERNAL):
         return status
     if any(counts_as_failure(r) for r in rows):
         return EXIT_FAIL

@@ -668,7 +668,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if _is_worker(config) or not _gate_in_play(config):
         return
-    stopped = interruption.which(config, exitstatus)
+    stopped = interruption.which(config)
     if stopped is not None:
         _junit_interrupted(config, stopped)
     status = outcome.exit_status(exitstatus, results(config), list(config.getoption("--backend") or ()),

@@ -58,6 +58,12 @@ def _as_tuple(result: object) -> tuple[np.ndarray, ...]:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
+# The ties case's kernel output, by (backend, op): the relation test below reads the same call on
+# the same inputs (information, not a verdict) instead of running a slow kernel again. Under
+# xdist the two may run in different processes; the relation test then makes the call itself.
+_TIES_OUTPUT: dict[tuple[str, str], tuple[np.ndarray, ...]] = {}
+
+
 @pytest.mark.parametrize("op", [OpName.AITER_FP4_KV_STORE, OpName.SGLANG_PAGE8_STORE, OpName.SGLANG_PAGE68_STORE])
 @pytest.mark.parametrize("plant_ties", [False, True], ids=["random", "ties"])
 def test_writer_matches_oracle(op: str, plant_ties: bool, backend, record, profile_override, request) -> None:
@@ -70,6 +76,8 @@ def test_writer_matches_oracle(op: str, plant_ties: bool, backend, record, profi
     k = _k_rows(SEED, rows, plant_ties)
     slots = _slots(SEED, rows)
     actual = _as_tuple(declared.run(k, slots, *_buffers(op)))
+    if plant_ties:
+        _TIES_OUTPUT[(backend.name, op)] = actual
     expected = _as_tuple(oracle_store(op, profile, k, slots))
     verdict = compare_store(op, expected, actual, ("payload", "scale"), profile)
     record(op, f"{'ties' if plant_ties else 'random'}-T{rows}", verdict, seed=SEED, profile=profile)
@@ -90,7 +98,8 @@ def test_writer_relation_to_gfx950(op: str, backend, record) -> None:
         pytest.skip(f"not supported here: {backend.name} does not implement {op}")
     k = _k_rows(SEED, ROWS, plant_ties=True)
     slots = _slots(SEED, ROWS)
-    payload, scale = _as_tuple(backend.op(op).run(k, slots, *_buffers(op)))
+    output = _TIES_OUTPUT.pop((backend.name, op), None)
+    payload, scale = output if output is not None else _as_tuple(backend.op(op).run(k, slots, *_buffers(op)))
     ref_payload, ref_scale = oracle_store(op, "gfx950", k, slots)
     if not np.array_equal(scale, ref_scale):
         classes = {"scale bytes": int(np.count_nonzero(scale != ref_scale))}
