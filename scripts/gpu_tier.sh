@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The GPU tier on a CUDA machine with torch and triton but no network: sglang's wheel is unpacked
-# (its kernels are pure Python; the cp311 tag does not matter), mxgate runs from the checkout.
+# The GPU tier on a CUDA machine with torch and triton but no network: the wheels in WHEEL_DIR
+# (sglang, array-api-compat; pure Python, so the cp311 tag does not matter) are unpacked onto
+# the path and mxgate runs from the checkout.
 # Usage: scripts/gpu_tier.sh WHEEL_DIR OUT_DIR
 set -uo pipefail
 wheels=${1:?wheel folder}; out=${2:?output folder}
 site=$(mktemp -d)
-for w in "$wheels"/sglang-*.whl; do python3 -m zipfile -e "$w" "$site"; done
+for w in "$wheels"/*.whl; do python3 -m zipfile -e "$w" "$site"; done
 export PYTHONPATH="$site:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.txt" 2>&1
 python3 -m mxgate.tools.gpu_probe > "$out/gpu_probe.json" 2> "$out/gpu_probe.err"
-python3 -m pytest -p no:cacheprovider -q -rs --device cuda \
+python3 -m pytest -p no:cacheprovider -q -rs --durations=15 --device cuda \
   --backend oracle --backend torch --backend triton-dot-scaled --backend sglang-triton --backend sglang-triton-rne \
   tests/test_sglang_adapter.py mxgate/conformance/test_elements.py \
   --mxgate-json "$out/gpu_matrix.json" --mxgate-md "$out/gpu_matrix.md" --junitxml "$out/gpu_junit.xml" 2>&1 | tee "$out/gpu_pytest.log"
 # the twin against the NumPy oracle on the card: encoders over all 2^32 inputs, the ops, the scorers
-python3 -m pytest -p no:cacheprovider -q -rs --device cuda -m gpu tests/test_twin.py tests/test_twin_layouts.py tests/test_twin_indexer.py tests/test_twin_scorers_aiter_fp4.py \
+python3 -m pytest -p no:cacheprovider -q -rs --durations=15 --device cuda -m gpu tests/test_twin.py tests/test_twin_layouts.py tests/test_twin_indexer.py tests/test_twin_scorers_aiter_fp4.py \
   tests/test_twin_scorers_aiter_fp8.py tests/test_twin_scorers_sglang.py tests/test_twin_scorers_vllm.py \
   --junitxml "$out/twin_junit.xml" 2>&1 | tee "$out/twin_pytest.log"
