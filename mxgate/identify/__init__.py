@@ -8,6 +8,7 @@ the bytes. Modules, one job each:
 - ``candidates``: the values each profile field can take (registered profiles' and the type's);
 - ``probes``: the probe pools of each op's inputs;
 - ``drivers``: per op, how to call the backend on probes, the oracle's reference, output units;
+- ``scorers``: the scorer ops' probe calls, judged within the oracle's bound;
 - ``search``: deciding the fields from the backend's units;
 - ``shrink``: the smallest input that still shows an unexplained unit;
 - ``run``: one backend end to end (loading, calls, faults, inconsistency);
@@ -16,7 +17,6 @@ the bytes. Modules, one job each:
 
 from __future__ import annotations
 
-from mxgate.identify.drivers import supported_ops
-from mxgate.identify.run import IdentifyResult, OpIdentity, identify
+from mxgate.identify.run import IdentifyResult, OpIdentity, identify, supported_ops
 
 __all__ = ["IdentifyResult", "OpIdentity", "identify", "supported_ops"]

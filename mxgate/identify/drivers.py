@@ -195,6 +195,37 @@ def _store_call(layout: str, split: bool):
     return call
 
 
+# ---- layout readers ---------------------------------------------------------------------------
+
+_PAGE68 = "sglang-page68"
+
+
+def _page68_cache(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [n, 68] (64 packed bytes, 4 e8m0 bytes) scattered into a POISON-filled page68 cache
+    at seeded distinct slots of a pool one page larger than they need. -> (cache, slots)."""
+    layout = oracle.layouts.get(_PAGE68)
+    n = rows.shape[0]
+    pages = -(-n // layout.num_slots(num_pages=1)) + 1
+    cache = layout.new_buffer(num_pages=pages)
+    rng = np.random.Generator(np.random.PCG64(probes.SEED + 2))
+    slots = rng.permutation(layout.num_slots(num_pages=pages))[:n].astype(np.int64)
+    layout.scatter(cache, np.ascontiguousarray(rows[:, :HEAD_DIM // 2]), np.ascontiguousarray(rows[:, HEAD_DIM // 2:]),
+                   slots=slots)
+    return cache, slots
+
+
+def _page68_gather_call(run, rows):
+    cache, slots = _page68_cache(rows)
+    packed, e8m0 = run(cache, slots)
+    return np.asarray(packed, np.uint8).reshape(rows.shape[0], -1), np.asarray(e8m0, np.uint8).reshape(rows.shape[0], -1)
+
+
+def _page68_gather_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The oracle's reading of the same cache (a reader reads no profile field)."""
+    cache, slots = _page68_cache(rows)
+    return oracle.layouts.get(_PAGE68).gather(cache, slots=slots)
+
+
 def _blocks(op: str, pool, call, *, selective: bool) -> Driver:
     return Driver(op, ("nibbles", "e8m0"), (GROUP, 1), pool, call, _mx_reference, (False, False), ("e2m1", "byte"),
                   selective=selective)
@@ -221,6 +252,15 @@ def _table() -> dict[str, Driver]:
         _elementwise(OpName.E8M0_DECODE, probes.e8m0_codes, lambda p, c: oracle.decode_e8m0(c, p), "f32",
                      nan_equal=True, output="values"),
         _elementwise(OpName.UE8M0_ROUND, probes.ue8m0_scales, _ue8m0, "f32", nan_equal=True, output="scale"),
+        # the decoders read no profile field: every profile explains a backend that agrees
+        _elementwise(OpName.E2M1_DECODE, probes.e2m1_codes, lambda p, c: oracle.decode_e2m1(c), "f32",
+                     nan_equal=True, output="values"),
+        _elementwise(OpName.E4M3FN_DECODE, probes.e8m0_codes, lambda p, c: oracle.decode_e4m3(c, "fn"), "f32",
+                     nan_equal=True, output="values"),
+        _elementwise(OpName.E4M3FNUZ_DECODE, probes.e8m0_codes, lambda p, c: oracle.decode_e4m3(c, "fnuz"), "f32",
+                     nan_equal=True, output="values"),
+        Driver(OpName.SGLANG_PAGE68_GATHER, ("packed", "e8m0"), (HEAD_DIM // 2, HEAD_DIM // GROUP), probes.page68_rows,
+               _page68_gather_call, _page68_gather_reference, (False, False), ("byte", "byte")),
     ]
     table += [_elementwise(op, probes.amax_values, lambda p, a: oracle.e8m0_scale(a, p), "byte", output="e8m0")
               for op in _scale_ops()]
@@ -241,7 +281,3 @@ def _table() -> dict[str, Driver]:
 
 DRIVERS: dict[str, Driver] = _table()
 
-
-def supported_ops() -> list[str]:
-    """The ops identify has probes for, in its order (element ops first)."""
-    return list(DRIVERS)

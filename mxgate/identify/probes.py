@@ -93,7 +93,23 @@ def ue8m0_scales() -> np.ndarray:
 
 
 def e8m0_codes() -> np.ndarray:
+    """Every byte: the e8m0 codes, and the e4m3 codes of the FP8 decoders."""
     return np.arange(256, dtype=np.uint8)
+
+
+def e2m1_codes() -> np.ndarray:
+    """The 16 E2M1 codes, one per byte."""
+    return np.arange(16, dtype=np.uint8)
+
+
+def page68_rows() -> np.ndarray:
+    """Rows of one page68 slot (uint8 [n, 68]: 64 packed bytes, then 4 e8m0 bytes): each byte
+    value at every position once (row j holds (j + position) mod 256), then seeded random rows."""
+    width = 68
+    cycled = (np.arange(256)[:, None] + np.arange(width)[None, :]) % 256
+    rng = np.random.Generator(np.random.PCG64(SEED))
+    random = rng.integers(0, 256, (256, width))
+    return np.concatenate([cycled, random]).astype(np.uint8)
 
 
 # ---- MX blocks -------------------------------------------------------------------------------
@@ -191,5 +207,5 @@ def random_sample(n_cases: int, count: int) -> np.ndarray:
     return np.sort(rng.choice(n_cases, size=min(count, n_cases), replace=False))
 
 
-__all__ = ["SEED", "amax_values", "bf16_blocks", "bf16_elements", "e2m1_elements", "e4m3_elements", "e8m0_codes",
-           "is_nan_bits", "mx_blocks", "random_sample", "ue8m0_scales", "f32"]
+__all__ = ["SEED", "amax_values", "bf16_blocks", "bf16_elements", "e2m1_codes", "e2m1_elements", "e4m3_elements", "e8m0_codes",
+           "is_nan_bits", "mx_blocks", "page68_rows", "random_sample", "ue8m0_scales", "f32"]

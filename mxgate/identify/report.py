@@ -51,6 +51,9 @@ def describe_input(cases: np.ndarray, case: int, unit: int) -> str:
     if row.ndim == 0:
         return f"x = {_value(row)}"
     flat = row.reshape(-1)
+    if flat.dtype == np.uint8:  # bytes of a layout's slot
+        return f"byte {unit} = {_value(flat[unit])} of a slot's {flat.size} bytes" if unit < flat.size \
+            else f"a slot's {flat.size} bytes"
     magnitudes = flat.view(np.uint32) & 0x7FFFFFFF if flat.dtype == np.float32 else flat & np.uint16(0x7FFF)
     amax = int(np.argmax(magnitudes))
     where = f"element {unit} = {_value(flat[unit])} in a block of {flat.size}" if unit < flat.size \
@@ -78,13 +81,20 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
     assert inf is not None and op.cases is not None
     n = op.cases.shape[0]
     refused = f", {op.refused} outside its contract" if op.refused else ""
-    lines = [f"{head}: {n:,} probe cases, every call made twice on fresh copies{refused}; {op.seconds:.1f} s"]
+    if op.scorer is not None:
+        lines = [f"{head}: {len(op.scorer.calls)} probe call(s) ({'; '.join(op.scorer.calls)}), {n:,} window "
+                 f"cells, every call made twice on fresh copies; {op.seconds:.1f} s"] + scorer_lines(op)
+    else:
+        lines = [f"{head}: {n:,} probe cases, every call made twice on fresh copies{refused}; {op.seconds:.1f} s"]
     if op.status == MATCH:
         shown = ", ".join(inf.matches[:SHOWN_MATCHES]) + (f" and {len(inf.matches) - SHOWN_MATCHES} more"
                                                           if len(inf.matches) > SHOWN_MATCHES else "")
         said = "declared profile among them" if op.declared in inf.matches else \
             f"not the declared {op.declared}"
         lines.append(f"  matches: {shown} ({said})")
+        if not any(v.read for v in inf.fields.values()):
+            what = "logits lie within the oracle's bound" if op.scorer is not None else "bytes match the oracle"
+            lines.append(f"  reads no profile field; the backend's {what}: consistent")
     if op.status == UNEXPLAINED and inf.unexplained:
         lines.append(f"  unexplained: {inf.unexplained} unit(s) that no combination of field values explains "
                      f"(the closest profile leaves them)")
@@ -120,6 +130,20 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
     extra = [v.field for v in inf.fields.values() if v.read and not v.declared]
     if extra:
         lines.append(f"  also read, though the op table does not list them for {op.op}: {', '.join(extra)}")
+    return lines
+
+
+def scorer_lines(op: OpIdentity) -> list[str]:
+    """A scorer op: which fields its oracle reads, how exact the backend is, its first cell
+    outside the bound of every candidate."""
+    f, fields = op.scorer, tuple(op.inference.fields) if op.inference else ()
+    assert f is not None
+    reads = (f"  the oracle's scorer reads {', '.join(fields)} of the profile (the op table's other fields shape "
+             f"its inputs, not its logits)") if fields else "  the oracle's scorer reads no profile field"
+    lines = [reads, f"  under the profile found: {f.exact:,} of {f.cells:,} window cells bit-equal to the emulated "
+                    f"order, {f.within:,} others within the bound" + (" (exact)" if f.exact == f.cells else "")]
+    if f.first_text:
+        lines.append(f"  first cell outside the bound under every candidate: {f.first_text}")
     return lines
 
 
@@ -208,6 +232,9 @@ def op_json(result: IdentifyResult, op: OpIdentity) -> dict[str, Any]:
     if inf is None or op.cases is None:
         return out
     d = op.driver
+    if op.scorer is not None:
+        out["scorer"] = {"calls": op.scorer.calls, "window_cells": op.scorer.cells, "bit_equal": op.scorer.exact,
+                         "within_bound": op.scorer.within, "first_unexplained": op.scorer.first_text or None}
     out.update({
         "probe_cases": int(op.cases.shape[0]), "calls_per_probe_set": 2, "outside_contract": op.refused,
         "matches": inf.matches, "nearest": inf.nearest,

@@ -12,7 +12,8 @@ import numpy as np
 
 from mxgate import kernels
 from mxgate.identify import probes, search
-from mxgate.identify.drivers import DRIVERS, Driver, SideProbe, supported_ops
+from mxgate.identify.drivers import DRIVERS, Driver, SideProbe
+from mxgate.identify.scorers import SCORERS, ScorerDriver, ScorerFinding, identify_scorer
 from mxgate.identify.shrink import Shrunk, shrink
 from mxgate.kernels import isolation
 from mxgate.kernels.base import OutsideContract
@@ -37,10 +38,11 @@ class OpIdentity:
     inference: search.Inference | None = None
     shrunk: Shrunk | None = None
     cause: str = ""  # inconsistent or fault: what the worker said
+    scorer: ScorerFinding | None = None  # a scorer op: its calls and cells
 
     @property
-    def driver(self) -> Driver:
-        return DRIVERS[self.op]
+    def driver(self) -> Driver | ScorerDriver:
+        return DRIVERS[self.op] if self.op in DRIVERS else SCORERS[self.op]
 
 
 @dataclass
@@ -86,10 +88,15 @@ def revision_of(description: str) -> str | None:
     return found.group(1) if found else None
 
 
+def supported_ops() -> list[str]:
+    """The ops identify has probes for, in its order (element ops first, the scorers last)."""
+    return list(DRIVERS) + list(SCORERS)
+
+
 def check_ops(names: list[str] | None) -> None:
     """A usage error (ValueError, one line) for an op identify has no probes for."""
     for op in names or ():
-        if op not in DRIVERS:
+        if op not in DRIVERS and op not in SCORERS:
             raise ValueError(f"--op must be one of {', '.join(supported_ops())}; got {op!r}")
 
 
@@ -120,14 +127,16 @@ def identify(name: str, ops: list[str] | None = None, device: str = "cpu", *, ti
             return result
         wanted = ops or [op for op in supported_ops() if op in implemented]
         if not ops:
-            result.not_probed = sorted(op for op in implemented if op not in DRIVERS)
+            result.not_probed = sorted(op for op in implemented if op not in supported_ops())
         for op in wanted:
             status = backend.available_for(op)
             if not status:
                 result.not_run.append((op, status.reason))
                 continue
             say(f"{op} (declared {implemented[op].profile})")
-            result.ops.append(_identify_op(DRIVERS[op], implemented[op].run, implemented[op].profile))
+            run, declared = implemented[op].run, implemented[op].profile
+            result.ops.append(_identify_scorer(SCORERS[op], run, declared) if op in SCORERS
+                              else _identify_op(DRIVERS[op], run, declared))
         return result
     finally:
         backend.close()
@@ -165,6 +174,26 @@ def _side_run(probe: SideProbe, run: Callable) -> search.SideRun:
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as error:
         return search.SideRun(probe, args, None, f"returned outputs its layouts cannot read: {error}")
     return search.SideRun(probe, args, units)
+
+
+def _identify_scorer(driver: ScorerDriver, run: Callable, declared: str) -> OpIdentity:
+    """A scorer op: its probe calls judged within the oracle's bound (``identify.scorers``)."""
+    started = time.monotonic()
+    identity = OpIdentity(driver.op, declared, FAULT)
+    try:
+        identity.inference, identity.scorer = identify_scorer(driver, run, declared)
+    except BackendNondeterministic as fault:
+        identity.status, identity.cause = INCONSISTENT, fault.cause
+    except (BackendFault, OutsideContract) as fault:
+        identity.cause = getattr(fault, "cause", str(fault))
+    except (ValueError, TypeError, IndexError) as error:
+        identity.cause = f"returned outputs of another shape or type than {driver.op} declares: {error}"
+    else:
+        inference = identity.inference
+        identity.cases = np.arange(identity.scorer.cells)  # the window cells judged
+        identity.status = (UNEXPLAINED if inference.unexplained else MATCH if inference.matches else DIFFERS)
+    identity.seconds = time.monotonic() - started
+    return identity
 
 
 def _identify_op(driver: Driver, run: Callable, declared: str) -> OpIdentity:

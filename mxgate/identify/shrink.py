@@ -66,6 +66,8 @@ def shrink(driver: Driver, run: Callable, cases: np.ndarray, case: int, unit: in
         width = current[at].size
         keep = unit if unit < width else -1
         for j in range(width):
+            if calls >= BUDGET - 1:  # keep one call to confirm what was found
+                break
             if j == keep or _bits(current[at])[j] == driver.neutral:
                 continue
             trial = current.copy()

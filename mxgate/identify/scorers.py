@@ -1,0 +1,328 @@
+"""The scorer ops: fixed probe calls, judged within the oracle's rigorous bound.
+
+A scorer's output is a float32 score per (row, token) cell, not bytes: a cell is *explained*
+by a profile when it equals the oracle's emulated order bit for bit, lies within the bound of
+the oracle's value, or has the value's non-finite class (the gate's ``compare_logits`` rule,
+on the window cells). The fields a scorer reads are the ones its oracle function takes from
+the profile (``ScorerDriver.fields``: the e8m0 byte-0 and byte-255 rules, the FP8 variant);
+every combination of their candidate values is tried. Each op has two calls: a seeded random
+case from ``mxgate.inputs``, and (FP4 scorers) a *special bytes* case where batch 0's tokens
+0, 1 and 2 carry a K scale byte 0 beside Q scale 250, a Q scale byte 0 beside K scale 250, and
+a K scale byte 255, every other code of those groups 0 (so that no other term hides theirs).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from mxgate import oracle
+from mxgate.identify import candidates
+from mxgate.identify.search import CANDIDATE, Evidence, FieldDecision, Inference
+from mxgate.inputs import logits as lc
+from mxgate.inputs import vllm as vc
+from mxgate.op_table import OpName
+from mxgate.oracle import profiles, scorers
+from mxgate.oracle.geometry import GROUP
+from mxgate.oracle.profiles import Profile
+from mxgate.oracle.scorers import vllm as lv
+from mxgate.oracle.scorers.common import ScoredLogits
+
+SEED = 0x1D25  # issue 25 (mxgate.identify.probes.SEED)
+_E2M1_ONE = 0x2  # the code of 1.0
+_BIG, _SMALL = 250, 0  # scale bytes of the byte-0 probe: 2^123 beside 2^-127 (or 0)
+_FALLBACK = "gfx950"  # the base profile of a backend that declares an unregistered one
+
+
+@dataclass(frozen=True)
+class ScorerDriver:
+    op: str
+    fields: tuple[str, ...]  # the profile fields the oracle's scorer reads
+    calls: Callable[[Profile], list[tuple[str, dict[str, Any]]]]  # declared profile -> (what, kwargs)
+    call: Callable[[Callable[..., Any], dict[str, Any]], np.ndarray]  # run, kwargs -> float32 logits
+    reference: Callable[[Profile, dict[str, Any]], ScoredLogits]
+
+
+@dataclass
+class ScorerFinding:
+    """What the calls showed, beside the fields' decisions (``Inference``)."""
+
+    calls: list[str]
+    cells: int  # window cells judged
+    exact: int  # bit-equal to the emulated order under the best profile
+    within: int  # the others explained (within the bound, or the value's non-finite class)
+    first_unexplained: tuple[int, int, int] | None = None  # (call, row, column)
+    first_text: str = ""
+
+
+@dataclass
+class _Judged:
+    """Per call, over its window cells (flat, row-major): the verdict of each cell, the bits."""
+
+    windows: list[np.ndarray] = field(default_factory=list)  # bool [rows, width]
+    explained: list[np.ndarray] = field(default_factory=list)
+    exact: list[np.ndarray] = field(default_factory=list)
+    backend: list[np.ndarray] = field(default_factory=list)  # float32 bits as int64
+    emulated: list[np.ndarray] = field(default_factory=list)
+    value: list[np.ndarray] = field(default_factory=list)
+    bound: list[np.ndarray] = field(default_factory=list)
+
+
+def _judge(scored: list[ScoredLogits], actual: list[np.ndarray]) -> _Judged:
+    out = _Judged()
+    for s, a in zip(scored, actual):
+        win = np.asarray(s.window, bool)
+        if a.shape != win.shape:
+            raise ValueError(f"the backend's logits have shape {a.shape}, the oracle's {win.shape}")
+        got = a[win]
+        value, bound = np.asarray(s.value, np.float64)[win], np.asarray(s.bound, np.float64)[win]
+        emulated = np.asarray(s.emulated if s.emulated is not None else s.value, np.float32)[win]
+        with np.errstate(invalid="ignore", over="ignore"):
+            g64 = got.astype(np.float64)
+            bit = (got.view(np.uint32) == emulated.view(np.uint32)) | (np.isnan(got) & np.isnan(emulated))
+            finite = np.isfinite(value) & np.isfinite(g64) & (np.abs(g64 - value) <= bound)
+            special = ~np.isfinite(value) & ((np.isnan(value) & np.isnan(g64)) | (value == g64))
+        out.windows.append(win)
+        out.explained.append(bit | finite | special)
+        out.exact.append(bit)
+        out.backend.append(got.view(np.uint32).astype(np.int64))
+        out.emulated.append(emulated.view(np.uint32).astype(np.int64))
+        out.value.append(value)
+        out.bound.append(bound)
+    return out
+
+
+def _base(declared: str) -> Profile:
+    return profiles.get(declared if declared in profiles.names() else _FALLBACK)
+
+
+def identify_scorer(driver: ScorerDriver, run: Callable[..., Any], declared: str) -> tuple[Inference, ScorerFinding]:
+    """The read fields' values that explain the backend's logits on the probe calls (the
+    backend's calls raise what ``isolation`` raises: BackendNondeterministic, BackendFault)."""
+    base = _base(declared)
+    calls = driver.calls(base)
+    actual = [np.asarray(driver.call(run, kwargs), np.float32) for _, kwargs in calls]
+    judged: dict[tuple, _Judged] = {}
+
+    def under(values: tuple) -> _Judged:
+        if values not in judged:
+            p = replace(base, name=CANDIDATE, **dict(zip(driver.fields, values)))
+            with np.errstate(all="ignore"):
+                judged[values] = _judge([driver.reference(p, kwargs) for _, kwargs in calls], actual)
+        return judged[values]
+
+    def wrong(values: tuple) -> int:
+        return int(sum((~e).sum() for e in under(values).explained))
+
+    own = tuple(getattr(base, f) for f in driver.fields)
+    combos = [own] + [c for c in itertools.product(*(candidates.values(f) for f in driver.fields)) if c != own]
+    best = min(combos, key=wrong)  # the declared profile's values first among equals
+    ok = under(best)
+    decisions: dict[str, FieldDecision] = {}
+    for i, f in enumerate(driver.fields):
+        consistent, evidence, read = [best[i]], [], False
+        for v in candidates.values(f):
+            if v == best[i]:
+                continue
+            other = under(best[:i] + (v,) + best[i + 1:])
+            kept = 0
+            rejected = False
+            for c, (e_best, e_other) in enumerate(zip(ok.explained, other.explained)):
+                read = read or bool((e_best != e_other).any() or (ok.emulated[c] != other.emulated[c]).any())
+                deciding = np.flatnonzero(e_best & ~e_other)
+                rejected = rejected or deciding.size > 0
+                for cell in deciding[:2 - kept].tolist():
+                    evidence.append(_evidence(f, v, calls, c, cell, ok, other))
+                    kept += 1
+            if not rejected:
+                consistent.append(v)
+        decisions[f] = FieldDecision(f, best[i], tuple(consistent), read, True, evidence)
+    names = profiles.names()
+    order = {n: k for k, n in enumerate(names)}
+
+    def values_of(name: str) -> tuple:
+        return tuple(getattr(profiles.get(name), f) for f in driver.fields)
+
+    matches = [n for n in names if wrong(values_of(n)) == 0]
+    read = [f for f, d in decisions.items() if d.read]
+
+    def differing(name: str) -> list[str]:
+        return [f for f in read if getattr(profiles.get(name), f) not in decisions[f].consistent]
+
+    nearest = min(names, key=lambda n: (len(differing(n)), wrong(values_of(n)), n != declared, order[n]))
+    diffs = differing(nearest)
+    best_profile = replace(base, name=CANDIDATE, **dict(zip(driver.fields, best)))
+    inferred = replace(profiles.get(nearest), name=CANDIDATE, **{f: getattr(best_profile, f) for f in diffs})
+    unexplained = wrong(best)
+    finding = ScorerFinding([what for what, _ in calls], sum(e.size for e in ok.explained),
+                            int(sum(e.sum() for e in ok.exact)),
+                            int(sum((e & ~x).sum() for e, x in zip(ok.explained, ok.exact))))
+    if unexplained:
+        c = next(k for k, e in enumerate(ok.explained) if not e.all())
+        cell = int(np.flatnonzero(~ok.explained[c])[0])
+        row, col = (int(x) for x in np.argwhere(ok.windows[c])[cell])
+        finding.first_unexplained = (c, row, col)
+        finding.first_text = (f"call {c} ({calls[c][0]}), row {row}, column {col}: the backend gives "
+                              f"{show_f32(int(ok.backend[c][cell]))}; the oracle {float(ok.value[c][cell])!r} "
+                              f"+- {float(ok.bound[c][cell])!r}")
+    inference = Inference(best_profile, unexplained, None, decisions, matches, nearest,
+                          {f: (getattr(inferred, f), getattr(profiles.get(nearest), f)) for f in diffs}, inferred,
+                          len(judged))
+    return inference, finding
+
+
+def show_f32(bits: int) -> str:
+    return f"0x{bits:08x} ({float(np.uint32(bits).view(np.float32))!r})"
+
+
+def _evidence(f: str, v: object, calls: list, c: int, cell: int, ok: _Judged, other: _Judged) -> Evidence:
+    row, col = (int(x) for x in np.argwhere(ok.windows[c])[cell])
+    return Evidence(f, v, row, col, int(ok.backend[c][cell]), int(ok.emulated[c][cell]), int(other.emulated[c][cell]),
+                    side="scorer", call=c, where=f"call {c} ({calls[c][0]}), row {row}, column {col}",
+                    unit_label="logit", kind="f32")
+
+
+# ---- the probe calls --------------------------------------------------------------------------
+
+
+def _special(qc: np.ndarray, qe: np.ndarray, kc: np.ndarray, ke: np.ndarray, w: np.ndarray, rows: np.ndarray) -> None:
+    """In place, on dense arrays (Q codes [R, H, D], scales [R, H, G]; batch 0's K codes [T, D],
+    scales [T, G]; weights [R, H]; ``rows`` the Q rows scoring batch 0): group 0 pairs Q scale
+    2^123 with token 0's K scale byte 0, group 1 a Q scale byte 0 with token 1's K scale 2^123,
+    group 2 token 2's K scale byte 255; Q codes of those groups 1.0, K codes 1.0 at those
+    tokens and 0 elsewhere in the groups, tokens 0..2 zero outside them; weights positive."""
+    for g, (q_byte, token, k_byte) in enumerate(((_BIG, 0, _SMALL), (_SMALL, 1, _BIG), (None, 2, 0xFF))):
+        cols = slice(GROUP * g, GROUP * (g + 1))
+        qc[rows, :, cols] = _E2M1_ONE
+        if q_byte is not None:
+            qe[rows, :, g] = q_byte
+        kc[:, cols] = 0
+        kc[token] = 0
+        kc[token, cols] = _E2M1_ONE
+        ke[token, g] = k_byte
+    w[rows] = np.abs(w[rows]) + np.float32(0.0625)
+
+
+def _aiter_fp4(prefill: bool) -> Callable[[Profile], list[tuple[str, dict[str, Any]]]]:
+    def calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for special in (False, True):
+            if prefill:
+                case = lc.fp4_prefill_case(SEED, 2, 96, 3, 16)
+                lens = case.end.reshape(2, 3).max(axis=1)
+            else:
+                lens = np.array([70, 40])
+                case = lc.fp4_decode_case(SEED, 2, 96, 2, 16, context_lens=lens)
+            if special:
+                qc, qe, kc, ke, w = (a.copy() for a in (case.q_codes, case.q_e8m0, case.k_codes, case.k_e8m0,
+                                                        case.weights))
+                _special(qc, qe, kc[0], ke[0], w, np.flatnonzero(case.batch == 0))
+                kv, ks = lc.scatter_kv(kc, ke, case.kwargs["block_tables"], lens, case.kwargs["kv_cache"].shape[0])
+                q, qs = lc.scatter_q(qc, qe)
+                kwargs = dict(case.kwargs, kv_cache=kv, kv_scale=ks, weights=oracle.bf16_bits(w),
+                              q_fp4=q.reshape(case.kwargs["q_fp4"].shape), q_scale=qs.reshape(case.kwargs["q_scale"].shape))
+                out.append(("special scale bytes 0, 250 and 255", kwargs))
+            else:
+                out.append((f"random, seed {SEED:#x}", case.kwargs))
+        return out
+
+    return calls
+
+
+def _vllm_ragged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
+    case = vc.fp4_ragged_case(SEED, 4, 40, 32, windows="causal")
+    k = case.kwargs
+    qc, kc = oracle.unpack_nibbles(k["q_fp4"]), oracle.unpack_nibbles(k["k_fp4"])
+    qe, ke, w = k["q_e8m0"].copy(), k["k_e8m0"].copy(), k["weights"].copy()
+    _special(qc, qe, kc, ke, w, np.arange(qc.shape[0]))
+    special = dict(k, q_fp4=oracle.pack_nibbles(qc), q_e8m0=qe, k_fp4=oracle.pack_nibbles(kc), k_e8m0=ke, weights=w)
+    return [(f"random, seed {SEED:#x}", k), ("special scale bytes 0, 250 and 255", special)]
+
+
+def _vllm_paged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
+    case = vc.fp4_paged_case(SEED, 2, 2, 32, 96, spread=40)
+    k = case.kwargs
+    bs, pb = case.meta["block_size"], case.meta["page_bytes"]
+    layout = oracle.layouts.get("vllm-fp4-indexer-k")
+    n = int(np.max(k["context_lens"][0]))
+    t = np.arange(n)
+    slots = k["block_tables"][0, t // bs].astype(np.int64) * bs + t % bs
+    packed, ke = layout.gather(k["kv_cache"], slots=slots, block_size=bs, page_bytes=pb)
+    qc, kc = oracle.unpack_nibbles(k["q_fp4"]).reshape(-1, 32, 128), oracle.unpack_nibbles(packed)
+    qe, ke, w = k["q_e8m0"].reshape(-1, 32, 4).copy(), np.array(ke), k["weights"].copy()
+    _special(qc, qe, kc, ke, w, np.arange(case.meta["next_n"]))  # rows 0..next_n-1 score batch 0
+    cache = k["kv_cache"].copy()
+    layout.scatter(cache, oracle.pack_nibbles(kc), np.ascontiguousarray(ke), slots=slots, block_size=bs, page_bytes=pb)
+    special = dict(k, q_fp4=oracle.pack_nibbles(qc).reshape(k["q_fp4"].shape), q_e8m0=qe.reshape(k["q_e8m0"].shape),
+                   kv_cache=cache, weights=w)
+    return [(f"random, seed {SEED:#x}, group scales up to 2^40 apart", k), ("special scale bytes 0, 250 and 255", special)]
+
+
+def _sglang_calls(p: Profile) -> list[tuple[str, dict[str, Any]]]:
+    """sglang's Q is bf16: the special case puts 2^100 in Q's group 0 beside a K row whose
+    group 0 has scale byte 0 (and group 2 of another K row byte 255), the rest of those rows 0."""
+    case = lc.sglang_decode_case(SEED, 2, 80, 16, profile=p.name if p.name in profiles.names() else _FALLBACK)
+    k = case.kwargs
+    lens = k["lens"].copy()
+    lens[0] = k["slots"].shape[1]
+    kc, ke = case.k_codes.copy(), case.k_e8m0.copy()
+    q, w = case.q.copy(), case.weights.copy()
+    first, third = k["slots"][0, 0], k["slots"][0, 2]
+    kc[k["slots"][0], :GROUP] = 0
+    kc[[first, third]] = 0
+    kc[first, :GROUP] = _E2M1_ONE
+    ke[first, 0] = _SMALL
+    kc[third, 2 * GROUP:3 * GROUP] = _E2M1_ONE
+    ke[third, 2] = 0xFF
+    q[0, :, :GROUP] = np.float32(2.0**100)
+    q[0, :, 2 * GROUP:3 * GROUP] = 1.0
+    w[0] = np.abs(w[0]) + np.float32(0.0625)
+    layout = oracle.layouts.get("sglang-page68")
+    table = layout.new_buffer(num_pages=k["table"].shape[0], page_size=k["page_size"])
+    layout.scatter(table, oracle.pack_nibbles(kc), np.ascontiguousarray(ke), page_size=k["page_size"])
+    special = dict(k, q=oracle.bf16_bits(q), weights=oracle.bf16_bits(w), lens=lens, table=table)
+    return [(f"random, seed {SEED:#x}", dict(k, lens=lens)), ("special scale bytes 0 and 255", special)]
+
+
+def _sglang_call(run, k):
+    return run(q_bf16=k["q"], weights_bf16=k["weights"], slots=k["slots"], lens=k["lens"], table=k["table"])
+
+
+def _keywords(run, kwargs):
+    return run(**kwargs)
+
+
+def _clean(run, kwargs):
+    return run(**kwargs, clean_logits=True)
+
+
+def _table() -> dict[str, ScorerDriver]:
+    fp4 = ("byte0", "byte255")
+    table = [
+        ScorerDriver(OpName.PA_MQA_LOGITS_FP4_DECODE, fp4, _aiter_fp4(False), _keywords,
+                     lambda p, k: scorers.pa_mqa_logits_fp4_scored(**k, profile=p)),
+        ScorerDriver(OpName.PA_MQA_LOGITS_FP4_PREFILL, fp4, _aiter_fp4(True), _keywords,
+                     lambda p, k: scorers.pa_mqa_logits_fp4_prefill_scored(**k, profile=p)),
+        # the variant is the call's argument: the oracle reads no profile field
+        ScorerDriver(OpName.PA_MQA_LOGITS_FP8_DECODE, (),
+                     lambda p: [(f"random, seed {SEED:#x}", lc.fp8_decode_case(SEED, 2, 96, 2, 16).kwargs)],
+                     _keywords, lambda p, k: scorers.pa_mqa_logits_fp8_scored(**k)),
+        ScorerDriver(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE, ("byte0",), _sglang_calls, _sglang_call,
+                     lambda p, k: scorers.fp4_index_logits_decode_scored(**k, profile=p)),
+        ScorerDriver(OpName.VLLM_FP4_MQA_LOGITS, ("byte0",), _vllm_ragged_calls, _clean,
+                     lambda p, k: lv.fp4_ragged_logits_scored(**k, profile=p)),
+        ScorerDriver(OpName.VLLM_FP4_PAGED_MQA_LOGITS, ("byte0",),
+                     _vllm_paged_calls, _clean, lambda p, k: lv.fp4_paged_logits_scored(**k, profile=p)),
+        # Q and K codes are read as the platform's FP8 type: the profile's fp8_variant
+        ScorerDriver(OpName.VLLM_FP8_PAGED_MQA_LOGITS, ("fp8_variant",),
+                     lambda p: [(f"random, seed {SEED:#x}, {p.fp8_variant} codes",
+                                 vc.fp8_paged_case(SEED, 2, 2, 32, 96, variant=p.fp8_variant).kwargs)],
+                     _clean, lambda p, k: lv.fp8_paged_logits_scored(**k, variant=p.fp8_variant)),
+    ]
+    return {d.op: d for d in table}
+
+
+SCORERS: dict[str, ScorerDriver] = _table()
