@@ -521,37 +521,40 @@ def test_gpu_every_float32_through_every_encoder(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.gpu
 def test_gpu_every_amax_through_every_scale_policy() -> None:
     """All 2^31 non-negative patterns (+0 .. +Inf, NaN): the oracle's e8m0_scale on device tensors
-    and the fused kernel's step and binade tables against the oracle's e8m0_scale on the host.
+    is the step function of its step and binade tables (built on the card, the fused kernel's
+    rules) on every pattern; the NumPy oracle on the host gives the same bytes at every step's
+    first pattern, the pattern before it and a seeded sample of 2^22 patterns. The host's
+    e8m0_scale is non-decreasing in the pattern (scale_table's argument; the CPU tests check the
+    tables the same way), so agreeing at every step is agreeing everywhere, without evaluating all
+    2^31 patterns for each field set on the host.
     One profile per set of values of the fields the op table declares e8m0.scale reads."""
     from mxgate.twin.sweep import patterns
 
-    threads = _host_threads()
     count = 1 << GPU_CHUNK_BITS
     fields = op_table.spec(OpName.E8M0_SCALE).profile_fields
     sharing: dict[tuple, str] = {}
     for name in PROFILES:
         sharing.setdefault(tuple(getattr(profiles.get(name), f) for f in fields), name)
+    sample = rng_of(SEED + 13).integers(0, 1 << 31, 1 << 22, dtype=np.uint64).astype(np.uint32)
     for name in sharing.values():
         for index in _chunk_indices(31):
             start = index << GPU_CHUNK_BITS
             u = patterns(start, count, torch.device(GPU_DEVICE))
-            eager = oracle.e8m0_scale(u.view(torch.float32), name).cpu().numpy()
-            table = scale_table.scale_from_table(u, name).cpu().numpy()
+            eager = oracle.e8m0_scale(u.view(torch.float32), name)
             by_binade = scale_table.scale_from_binades(u, name)
             assert by_binade is not None, f"{name}: a binade holds two steps (the kernel would bisect)"
-            by_binade = by_binade.cpu().numpy()
-            want = np.empty(count, np.uint8)
-
-            def work(a: int, b: int) -> None:
-                a32 = (np.arange(a, b, dtype=np.uint64) + start).astype(np.uint32).view(np.float32)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    want[a:b] = oracle.e8m0_scale(a32, name)
-
-            _parallel(work, count, threads)
-            for label, got in (("e8m0_scale", eager), ("step table", table), ("binade table", by_binade)):
-                if not np.array_equal(got, want):
-                    bad = np.flatnonzero(got != want)[:5]
-                    raise AssertionError(f"{label} {name}: amax patterns {[hex(start + int(i)) for i in bad]}")
+            for label, got in (("step table", scale_table.scale_from_table(u, name)), ("binade table", by_binade)):
+                if not torch.equal(got, eager):
+                    bad = torch.nonzero(got != eager).flatten()[:5].cpu().numpy()
+                    raise AssertionError(f"e8m0_scale on the card vs {label} {name}: amax patterns "
+                                         f"{[hex(start + int(i)) for i in bad]}")
+        starts = scale_table.segments(name, GPU_DEVICE)[0].cpu().numpy()
+        inside = starts[(starts > 0) & (starts < scale_table.DOMAIN)]
+        host = np.unique(np.concatenate([sample, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = oracle.e8m0_scale(host.view(np.float32), name)
+        device_bytes = oracle.e8m0_scale(tt(host, GPU_DEVICE).view(torch.float32), name)
+        assert_same(want, device_bytes, f"e8m0_scale {name} (seed {SEED + 13})", host)
 
 
 @pytest.mark.gpu

@@ -108,10 +108,12 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
         else:
             report.skip(f"quantize {label} (fused)", reason)
     if reason is None:  # launch shapes: the default and its neighbours (speed only, same bytes)
-        for block, warps in ((32, 4), (64, 4), (128, 4), (128, 8), (256, 8)):
-            s = best_seconds(lambda: fused.quantize_mx(src, PROFILE, block_groups=block, num_warps=warps), device, repeat)
-            bw = (4 * n + out_bytes) / s
-            report.add(f"quantize f32 block {block} warps {warps}", ms=s * 1e3, of_copy_bandwidth=bw / copy_bw)
+        for label, x, in_bytes in (("f32", src, 4 * n), ("bf16", src.to(torch.bfloat16), 2 * n)):
+            for block, warps in ((32, 4), (64, 4), (128, 4), (128, 8), (256, 8), (256, 4), (512, 8), (64, 2)):
+                s = best_seconds(lambda x=x, b=block, w=warps: fused.quantize_mx(x, PROFILE, block_groups=b, num_warps=w),
+                                 device, repeat)
+                bw = (in_bytes + out_bytes) / s
+                report.add(f"quantize {label} block {block} warps {warps}", ms=s * 1e3, of_copy_bandwidth=bw / copy_bw)
     small = min(n, 1 << 26)
     xs = src[:small]
     ref_s = best_seconds(lambda: oracle.quantize_mx(xs, PROFILE), device, max(1, repeat // 2))
