@@ -312,10 +312,21 @@ def _fused_check(device: str, rows: int, seed: int) -> int:
         bp, bs = fused.quantize_mx(tt(oracle.bf16_bits(x), device).view(torch.bfloat16), name)
         assert_same(pb, bp, f"seed {seed} fused bf16 {name} packed")
         assert_same(sb, bs, f"seed {seed} fused bf16 {name} e8m0")
-        tp, ts = fused.quantize_mx(tt(x, device), name, bisect=True)
-        assert_same(p, tp, f"seed {seed} fused f32 {name} packed, bisection", x)
-        assert_same(s, ts, f"seed {seed} fused f32 {name} e8m0, bisection", x)
+        tp, ts = fused.quantize_mx(tt(x, device), name, bisect=True, folded=False)
+        assert_same(p, tp, f"seed {seed} fused f32 {name} packed, bisection, full table", x)
+        assert_same(s, ts, f"seed {seed} fused f32 {name} e8m0, bisection, full table", x)
     return compared
+
+
+def test_folded_rounding_tables_are_small() -> None:
+    """Every profile's table folds (compact_table checks the fold on all 4096 indices) into
+    fewer than 16 exponent classes: a few cache lines for the kernel's per-element gather."""
+    from mxgate.twin import fused
+
+    for name in PROFILES:
+        folded, lo, hi = fused.compact_table(name)
+        assert folded.size == 2 * 8 * (hi - lo + 5) <= 2 * 8 * 16, (name, lo, hi)
+        assert folded.size < oe2m1.table(name).size
 
 
 # one profile per nan_scale rule and byte-0 divisor the kernel has

@@ -17,7 +17,9 @@ a GPU).
 from __future__ import annotations
 
 import sys
+from functools import cache
 
+import numpy as np
 import torch
 
 from mxgate.oracle import profiles as _profiles
@@ -26,10 +28,42 @@ from mxgate.oracle.formats import e2m1
 from mxgate.oracle.xp import table_on
 from mxgate.twin.scale_table import binades, segments
 
-BLOCK_GROUPS = 128  # groups per program (measured fastest on an H200 with 4 warps)
+# groups per program (float32, bf16) with 4 warps: fastest of the launch shapes tried on an
+# H200 (docs/results/h200-2026-12-02.md)
+BLOCK_GROUPS = (128, 256)
 # the exponent d of the factor 2^d that byte 0 multiplies by, per scale0_divisor (the oracle's
 # e8m0_divisor_reciprocals): 2^127, 2^126 or 1
 BYTE0_EXPONENT = {"pow2": 127, "min_normal": 126, "one": 0}
+
+
+@cache
+def compact_table(profile: str | _profiles.Profile) -> tuple[np.ndarray, int, int]:
+    """The profile's 4096-entry rounding table folded on the exponent: (table, lo, hi).
+
+    The oracle's index is sign | exponent field e | 3 mantissa bits with the rest as sticky.
+    Every exponent in [1, lo) gives the same codes (a zero of some sign, for E2M1), and every
+    finite exponent above hi the same (overflow), so the kernel maps e to a class: 0 for e = 0
+    (where a profile may treat -0 apart), 1 on [1, lo), 2 + e - lo on [lo, hi], then one class
+    above hi and one for e = 255. The folded table spans a few cache lines where the full one
+    spans 32, so the per-element gather mostly hits one. Checked here on all 4096 indices against
+    the full table."""
+    full = e2m1.table(profile).reshape(2, 256, 8)
+    rows = full.transpose(1, 0, 2)  # [e, sign, m]
+    differs_from_low = [e for e in range(1, 255) if not np.array_equal(rows[e], rows[1])]
+    differs_from_top = [e for e in range(1, 255) if not np.array_equal(rows[e], rows[254])]
+    lo = differs_from_low[0] if differs_from_low else 254
+    hi = max(differs_from_top[-1] if differs_from_top else lo, lo)
+    classes = hi - lo + 5
+    e = np.arange(256)
+    cls = np.where(e == 255, classes - 1, np.where(e == 0, 0, np.clip(e - lo + 2, 1, classes - 2)))
+    folded = np.empty((2, classes, 8), np.uint8)
+    folded[:, cls] = full  # every class is written; the check below proves each was one row
+    if not np.array_equal(folded[:, cls], full):
+        raise RuntimeError(f"profile {_profiles.get(profile).name}: the folded rounding table differs from the full one")
+    folded = folded.reshape(-1)
+    folded.setflags(write=False)
+    return folded, lo, hi
+
 
 try:
     import triton
@@ -97,8 +131,16 @@ if triton is not None:
         return b
 
     @triton.jit
-    def _code(y, table_ptr):
-        index = ((y >> 20) & 0xFFF) | ((y & 0xFFFFF) != 0).to(tl.int32)
+    def _code(y, table_ptr, FOLDED: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr):
+        mantissa = ((y >> 20) & 0x7) | ((y & 0xFFFFF) != 0).to(tl.int32)
+        if FOLDED:  # compact_table's classes
+            CLASSES: tl.constexpr = HI - LO + 5
+            e = (y >> 23) & 0xFF
+            cls = tl.where(e == 255, CLASSES - 1,
+                           tl.where(e == 0, 0, tl.minimum(tl.maximum(e - (LO - 2), 1), CLASSES - 2)))
+            index = (tl.where(y < 0, CLASSES, 0) + cls) * 8 + mantissa
+        else:
+            index = ((y >> 20) & 0xFF8) | mantissa
         return tl.load(table_ptr + index)
 
     @triton.jit
@@ -106,14 +148,18 @@ if triton is not None:
                             GROUP: tl.constexpr, BLOCK: tl.constexpr, IS_BF16: tl.constexpr,
                             IGNORE_NAN: tl.constexpr, NAN_SCALE_IS_NAN: tl.constexpr,
                             NAN_SCALE_IS_INF: tl.constexpr, BYTE0_EXPONENT: tl.constexpr,
-                            BY_BINADE: tl.constexpr):
+                            BY_BINADE: tl.constexpr, FOLDED: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr):
         HALF: tl.constexpr = GROUP // 2
         pid = tl.program_id(0)
-        g = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)[:, None]
-        j = tl.arange(0, HALF)[None, :]
-        mask = g < n_groups
+        first = pid.to(tl.int64) * BLOCK  # 64-bit once per program; offsets inside it are 32-bit
+        x_ptr += first * HALF
+        packed_ptr += first * HALF
+        rows = tl.arange(0, BLOCK)
+        g = rows[:, None]
+        offsets = g * HALF + tl.arange(0, HALF)[None, :]
+        mask = g < n_groups - first
         # each word holds an (even, odd) element pair, little-endian: even in the low half
-        w = tl.load(x_ptr + g * HALF + j, mask=mask, other=0)
+        w = tl.load(x_ptr + offsets, mask=mask, other=0)
         if IS_BF16:
             lo = (w & 0xFFFF) << 16
             hi = w & -0x10000
@@ -131,10 +177,9 @@ if triton is not None:
         d = tl.where(byte == 255, -128, tl.where(byte == 0, BYTE0_EXPONENT, 127 - byte))
         y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
         y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
-        packed = _code(y_lo, table_ptr) | (_code(y_hi, table_ptr) << 4)
-        tl.store(packed_ptr + g * HALF + j, packed, mask=mask)
-        gs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(scale_ptr + gs, b.to(tl.uint8), mask=gs < n_groups)
+        packed = _code(y_lo, table_ptr, FOLDED, LO, HI) | (_code(y_hi, table_ptr, FOLDED, LO, HI) << 4)
+        tl.store(packed_ptr + offsets, packed, mask=mask)
+        tl.store(scale_ptr + first + rows, b.to(tl.uint8), mask=rows < n_groups - first)
 
     @triton.jit
     def _scale_bits_kernel(u_ptr, d_ptr, out_ptr, n, NAN_SCALE_IS_NAN: tl.constexpr, NAN_SCALE_IS_INF: tl.constexpr,
@@ -176,11 +221,12 @@ def mode() -> str | None:
 
 
 def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32, *,
-                block_groups: int = BLOCK_GROUPS, num_warps: int = 4,
-                bisect: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                block_groups: int | None = None, num_warps: int = 4,
+                bisect: bool = False, folded: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The oracle's quantize_mx in one kernel launch (float32 or bf16 x, group a power of two).
 
-    block_groups (groups per program, a power of two) and num_warps only change the speed;
+    block_groups (groups per program, a power of two; default by dtype), num_warps and folded
+    (the folded rounding table, ``compact_table``, or the full one) only change the speed;
     bisect forces the bisection lookup of the scale byte (what a profile without a binade
     table gets), so that tests cover both lookups."""
     p = _profiles.get(profile)
@@ -198,8 +244,15 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     words = _word_view(flat, torch.int32 if x.dtype == torch.bfloat16 else torch.int64)
     packed = torch.empty((n_groups, group // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_groups, dtype=torch.uint8, device=x.device)
+    if block_groups is None:
+        block_groups = BLOCK_GROUPS[x.dtype == torch.bfloat16]
     if n_groups:
-        table = table_on(e2m1.table(p), x)
+        lo, hi = 0, 0
+        if folded:
+            folded_table, lo, hi = compact_table(p)
+            table = table_on(folded_table, x)
+        else:
+            table = table_on(e2m1.table(p), x)
         starts, values = segments(p, x.device)
         by_binade = None if bisect else binades(p, x.device)
         grid = (triton.cdiv(n_groups, block_groups),)
@@ -208,7 +261,8 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
                                   BLOCK=block_groups, IS_BF16=x.dtype == torch.bfloat16,
                                   IGNORE_NAN=p.amax_nan == "ignore", NAN_SCALE_IS_NAN=p.nan_scale == "nan",
                                   NAN_SCALE_IS_INF=p.nan_scale == "inf",
-                                  BYTE0_EXPONENT=BYTE0_EXPONENT[p.scale0_divisor], BY_BINADE=by_binade is not None, num_warps=num_warps)
+                                  BYTE0_EXPONENT=BYTE0_EXPONENT[p.scale0_divisor], BY_BINADE=by_binade is not None,
+                                  FOLDED=folded, LO=lo, HI=hi, num_warps=num_warps)
     lead = tuple(x.shape[:-1])
     return packed.reshape(lead + (n // 2,)), scales.reshape(lead + (n // group,))
 
