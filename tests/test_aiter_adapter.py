@@ -253,3 +253,30 @@ def test_the_gate_sees_aiters_round_down_and_even_scale_findings() -> None:
         assert int(np.asarray(backend.op(op).run(amax))[0]) == theirs, op
         assert int(oracle.e8m0_scale(amax, backend.op(op).profile)[0]) == ours, op
         assert ("aiter-reference", op) in KNOWN_FINDINGS
+
+
+@needs_checkout
+def test_ref_quant_mxfp4_zero_quotient_misses_the_zero_group_fill() -> None:
+    """AITER's ref_quant_mxfp4, run here (docs/findings/aiter.md 5b): a block whose amax / 6
+    (RoundUp) or amax / 4 (Ceil) rounds to 0 in float32 gets byte 0x00, because the 2^-126 fill
+    is keyed on amax == 0; the zero block and every other subnormal amax get 0x01, as the
+    profiles say. The expected bytes come from that rule (NumPy's float32 division), not from
+    AITER; the gate names the RoundUp cell's finding."""
+    from mxgate import oracle
+    from mxgate.conformance.known_findings import KNOWN_FINDINGS
+    from mxgate.op_table import OpName
+
+    bits = np.array([0, 1, 2, 3, 4, 5, 0x00400000, 0x00FFFFFF, 0x01000000, 0x01400000], np.uint32)
+    amax = bits.view(np.float32)
+    x = np.zeros((bits.size, 32), np.float32)
+    x[:, 7] = -amax  # the amax's sign does not matter
+    backend = kernels.get("aiter-reference")
+    for op, divisor in ((OpName.MX_QUANTIZE, 6), (OpName.AITER_REF_QUANT_MXFP4_CEIL, 4)):
+        packed, scale = backend.op(op).run(x)
+        ours_packed, ours = oracle.quantize_mx(x, backend.op(op).profile)
+        zero_quotient = (amax > 0) & (amax / np.float32(divisor) == 0)
+        assert zero_quotient.sum() == (3 if divisor == 6 else 2)
+        assert (ours[:, 0] == 0x01).all(), op
+        assert np.array_equal(scale[:, 0], np.where(zero_quotient, 0x00, ours[:, 0])), (op, scale[:, 0])
+        assert np.array_equal(packed, ours_packed), op  # every element is 0 under either scale
+    assert ("aiter-reference", OpName.MX_QUANTIZE) in KNOWN_FINDINGS

@@ -436,3 +436,65 @@ def test_judging_vector_results_exact_acceptable_and_fail() -> None:
     wrong = {"codes": (nan_case.expected("gfx950")["codes"] ^ 0x3).astype(np.uint8)}
     assert judge_outputs(nan_case.expected("gfx950"), wrong, nan_case.group["compare"], result="acceptable",
                          reason=result["reason"], alternatives=alternatives).verdict == "fail"
+
+
+# ---- live results for a profile the files hold none for -------------------------------------------
+
+
+def test_a_live_rebuild_is_what_regen_stores_and_covers_registered_profiles() -> None:
+    from mxgate.conformance.test_vectors import live_case
+    from mxgate.oracle import profiles
+
+    vs = VectorSet(DATA)
+    zero = next(c for c in vs.cases("scales") if c.id == "mx.quantize/zero-block")
+    assert zero.result("aiter-ref-rceil") is None and "aiter-ref-rceil" not in profiles.vector_names()
+    # a stored profile: the rebuild's result and alternatives are the stored ones, byte for byte
+    for case in (zero, next(c for c in vs.cases("scales") if c.id == "mx.quantize/nonfinite-block")):
+        rebuilt = live_case(case, "torchao-rceil")
+        assert rebuilt.result("torchao-rceil")["result"] == case.result("torchao-rceil")["result"]
+        for name, array in case.expected("torchao-rceil").items():
+            assert np.array_equal(rebuilt.expected("torchao-rceil")[name], array), (case.id, name)
+        assert len(rebuilt.alternatives("torchao-rceil")) == len(case.alternatives("torchao-rceil"))
+    # a derived profile: the oracle's bytes under it, on the stored inputs
+    rebuilt = live_case(zero, "aiter-ref-rceil")
+    packed, e8m0 = oracle.quantize_mx(zero.inputs()["x"], "aiter-ref-rceil")
+    assert np.array_equal(rebuilt.expected("aiter-ref-rceil")["e8m0"], e8m0)
+    assert np.array_equal(rebuilt.expected("aiter-ref-rceil")["packed"], packed)
+    # families generated for named profiles only, and unregistered names, keep "no stored result"
+    logits = next(vs.cases("logits"))
+    assert live_case(logits, "aiter-ref-rceil") is None
+    assert live_case(zero, "no-such-profile") is None
+
+
+def test_a_live_rebuild_refuses_stale_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mxgate.conformance import test_vectors
+    from mxgate.vectors.loader import Case
+
+    class Stale(Case):
+        def inputs(self) -> dict[str, np.ndarray]:
+            return {"x": super().inputs()["x"] + np.float32(1)}
+
+    case = next(c for c in VectorSet(DATA).cases("scales") if c.id == "mx.quantize/tiny-block")
+    monkeypatch.setattr(test_vectors, "_LIVE", {})
+    with pytest.raises(ValueError, match="input x differs from today's generator"):
+        test_vectors.live_case(Stale(case.vectors, case.family, case.group, case.case), "aiter-ref-rceil")
+
+
+def test_the_gate_judges_a_derived_profile_on_the_vectors(tmp_path: Path) -> None:
+    """A backend declaring aiter-ref-rceil: the tiny and zero blocks are judged (no longer 'not
+    supported here'); AITER's zero-quotient byte planted is a fail naming the case and bytes."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "user_backends"), str(REPO)]))
+    cmd = [sys.executable, "-m", "mxgate", "check", "--backend", "derived_profile_quantizers:right",
+           "--backend", "derived_profile_quantizers:zero_quotient", "--json", "m.json"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((tmp_path / "m.json").read_text())["results"]
+    vector_rows = {(r["backend"], r["config"]): r for r in rows if r["config"].startswith("scales:mx.quantize/")}
+    right = {config: r["verdict"] for (backend, config), r in vector_rows.items() if backend.endswith(":right")}
+    assert right and set(right.values()) <= {"exact", "acceptable"}, right
+    assert right["scales:mx.quantize/zero-block"] == right["scales:mx.quantize/tiny-block"] == "exact"
+    planted = {config: r for (backend, config), r in vector_rows.items() if backend.endswith(":zero_quotient")}
+    failed = {config: r["reason"] for config, r in planted.items() if r["verdict"] == "fail"}
+    assert list(failed) == ["scales:mx.quantize/binades/-149..-110"], failed
+    assert "e8m0: 4 of 232 elements differ" in failed["scales:mx.quantize/binades/-149..-110"]
+    assert "(expected 0x01, got 0x00)" in failed["scales:mx.quantize/binades/-149..-110"]

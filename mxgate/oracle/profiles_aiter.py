@@ -34,14 +34,17 @@ _aiter_profile(
     "aiter-ref-rceil", f"AITER {_REF_QUANT}(round_mode=1, the default): "
     "ceil_pow2(amax / 6) by division, a zero group scaled 2^-126, log2 clamped to +-127",
     scale_arithmetic="divide", **_LOG2_CLAMPED,
-    notes="The 6*2^-126 amax floor stands for the reference's zero-group fill 2^-126 (same bytes).")
+    notes="The 6*2^-126 amax floor stands for the reference's zero-group fill 2^-126: the same bytes except for amax "
+          "2^-149, 2^-148 and 3*2^-149, whose quotient amax / 6 underflows to 0 and misses the fill (AITER gives 0x00 "
+          "there, a known finding: docs/findings/aiter.md 5b).")
 _aiter_profile(
     "aiter-ref-floor", f"AITER {_REF_QUANT}(round_mode=0): floor_pow2(amax) / 4, log2 clamped to +-127",
     scale_policy="floor", amax_floor=None, **_LOG2_CLAMPED)
 _aiter_profile(
     "aiter-ref-ceil", f"AITER {_REF_QUANT}(round_mode=3): ceil_pow2(amax / 4), log2 clamped to +-127",
     scale_policy="ceil", amax_floor=2.0**-124, **_LOG2_CLAMPED,
-    notes="The 2^-124 amax floor stands for the bitwise ceil of a subnormal amax / 4 (byte 1, as is a zero group).")
+    notes="The 2^-124 amax floor stands for the bitwise ceil of a subnormal amax / 4 (byte 1, as is a zero group); "
+          "amax 2^-149 and 2^-148, whose quotient underflows to 0, give 0x00 in AITER (docs/findings/aiter.md 5b).")
 
 # f32_to_mx_e8m0_scale's modes: (name, mode and what it computes, the profile's scale fields)
 for _name, _mode, _scale in (
