@@ -95,7 +95,10 @@ class _Plan:
         self.unit = np.dtype(np.complex128 if self.lanes == 4 else np.uint64)
         self.ignore_nan = p.amax_nan == "ignore"
         self.low, self.high = _nibble_tables(e2m1.table(p))
-        self.reciprocals = e2m1.e8m0_divisor_reciprocals(p)
+        # each e8m0 byte's divisor reciprocal repeated over a unit's lanes, one unit per entry:
+        # one take per block gives every group's factor in the transposed chunks' lane order
+        reciprocals = e2m1.e8m0_divisor_reciprocals(p)
+        self.unit_reciprocals = np.repeat(reciprocals, self.lanes).view(self.unit)
 
 
 def _nibble_tables(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,54 +109,53 @@ def _nibble_tables(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, plan: _Plan,
                     scales: np.ndarray, packed: np.ndarray) -> None:
-    """Groups [first, last): amax per chunk into a transposed copy, the block's scales from one
-    table lookup, then scale-and-round each chunk from that copy straight into packed bytes."""
+    """Groups [first, last): per-lane maxima per chunk into a transposed copy, the block's amax
+    and scales from them, then scale-and-round each chunk from that copy straight into packed
+    bytes. Work that is per group, not per element, runs once per block (fewer calls per chunk)."""
     group, lanes, units = plan.group, plan.lanes, plan.units
     rows = last - first
-    half = chunk_rows * group // 2
+    # Per chunk, two buffers of its size stay in L2: ``copied`` (the sequential copy, then the
+    # magnitudes) and the chunk of ``moved``; ``work`` (the indices) joins in the second pass,
+    # whose even-element indices reuse the chunk of ``moved`` once its bits are read.
     moved = scratch("mx.moved", rows * group, np.uint32)  # the block, chunk by chunk transposed
-    work = scratch("mx.work", chunk_rows * group, np.uint32)
+    copied = scratch("mx.copied", min(rows, chunk_rows) * group, np.uint32)
+    work = scratch("mx.work", min(rows, chunk_rows) * group, np.uint32)
     amax = scratch("mx.amax", rows, np.uint32)
-    lane_max = scratch("mx.lane_max", chunk_rows * lanes, np.uint32)
-    even = scratch("mx.even", max(half, rows), np.intp)
-    low = scratch("mx.low", half, np.uint8)
-    high = scratch("mx.high", half, np.uint8)
-    factor = scratch("mx.factor", chunk_rows * lanes, np.float32)
-
-    for start in range(0, rows, chunk_rows):
-        r = min(chunk_rows, rows - start)
-        t = moved[start * group : (start + r) * group]
-        # a sequential copy first: the transpose's strided reads then hit L2, not memory (measured)
-        source = even[: r * group // 2].view(np.uint32)[: r * group].reshape(r, group)
-        np.copyto(source, groups[first + start : first + start + r].view(np.uint32))
-        np.copyto(t.view(plan.unit).reshape(units, r), source.view(plan.unit).reshape(r, units).T)
-        magnitude = work[: r * group]
-        np.bitwise_and(t, ABS32, out=magnitude)
-        if plan.ignore_nan:
-            nan = magnitude > EXP32
-            if nan.any():
-                magnitude[nan] = 0
-        m = lane_max[: r * lanes]
-        np.maximum.reduce(magnitude.reshape(units, r * lanes), axis=0, out=m)
-        per_lane = m.reshape(r, lanes)
-        out = amax[start : start + r]
-        np.maximum(per_lane[:, 0], per_lane[:, 1], out=out)
-        for lane in range(2, lanes):
-            np.maximum(out, per_lane[:, lane], out=out)
-
-    block_scales = scales[first:last]
-    e8m0_scale_of_bits(amax, plan.profile, out=block_scales, scratch=even[:rows])
-    divisor = np.take(plan.reciprocals, block_scales)
+    lane_max = scratch("mx.lane_max", rows * lanes, np.uint32)
+    top = scratch("mx.top", rows, np.intp)
+    low = scratch("mx.low", min(rows, chunk_rows) * group // 2, np.uint8)
+    high = scratch("mx.high", min(rows, chunk_rows) * group // 2, np.uint8)
+    factor = scratch("mx.factor", rows * lanes, np.float32)
 
     for start in range(0, rows, chunk_rows):
         r = min(chunk_rows, rows - start)
         n = r * group
         t = moved[start * group : start * group + n]
-        f = factor[: r * lanes]
-        for lane in range(lanes):  # strided copies release the GIL (np.repeat does not)
-            f[lane::lanes] = divisor[start : start + r]
+        # a sequential copy first: the transpose's strided reads then hit L2, not memory (measured)
+        source = copied[:n]
+        np.copyto(source.reshape(r, group), groups[first + start : first + start + r].view(np.uint32))
+        np.copyto(t.view(plan.unit).reshape(units, r), source.view(plan.unit).reshape(r, units).T)
+        magnitude = np.bitwise_and(t, ABS32, out=source)  # the copy is spent: reuse its buffer
+        if plan.ignore_nan:
+            nan = magnitude > EXP32
+            if nan.any():
+                magnitude[nan] = 0
+        np.maximum.reduce(magnitude.reshape(units, r * lanes), axis=0, out=lane_max[start * lanes : (start + r) * lanes])
+
+    per_lane = lane_max.reshape(rows, lanes)
+    np.maximum(per_lane[:, 0], per_lane[:, 1], out=amax)
+    for lane in range(2, lanes):
+        np.maximum(amax, per_lane[:, lane], out=amax)
+    block_scales = scales[first:last]
+    e8m0_scale_of_bits(amax, plan.profile, out=block_scales, scratch=top)
+    np.take(plan.unit_reciprocals, block_scales, out=factor.view(plan.unit), mode="wrap")  # every byte < 256
+
+    for start in range(0, rows, chunk_rows):
+        r = min(chunk_rows, rows - start)
+        n = r * group
+        t = moved[start * group : start * group + n]
         values = t.view(np.float32).reshape(units, r * lanes)
-        np.multiply(values, f, out=values)
+        np.multiply(values, factor[start * lanes : (start + r) * lanes], out=values)
         # rounding.lookup's index: kept bits, the lowest of them OR'd with "any lower bit set"
         index = work[:n]
         np.bitwise_and(t, _STICKY, out=index)
@@ -162,11 +164,10 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
         index >>= _SHIFT
         # little-endian pairs: the even element's index is the low word, the odd one's the high
         pairs = index.view(np.uint64)
-        e = even[: n // 2]
-        np.bitwise_and(pairs, _LOW32, out=e.view(np.uint64))
+        e = np.bitwise_and(pairs, _LOW32, out=t.view(np.uint64))  # t is read: its buffer takes them
         pairs >>= _U32  # in place: now the odd elements' indices, as intp
         lo, hi = low[: n // 2], high[: n // 2]
-        np.take(plan.low, e, out=lo, mode="wrap")
+        np.take(plan.low, e.view(np.intp), out=lo, mode="wrap")
         np.take(plan.high, pairs.view(np.intp), out=hi, mode="wrap")
         lo |= hi
         target = packed[first + start : first + start + r]

@@ -14,6 +14,8 @@ from mxgate.oracle.rounding import BLOCK, CHUNK
 from mxgate.oracle.xp import ABS, EXP, bits, floats, is_numpy, namespace, srl
 
 _U16 = np.uint32(16)
+_ONE = np.uint32(1)
+_HALF = np.uint32(0x7FFF)
 
 
 def bf16_bits(x: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
@@ -27,29 +29,29 @@ def bf16_bits(x: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
     if not is_numpy(xp):
         return xp.astype(_bits_i32(bits(x32), p), xp.int16).view(xp.uint16)
     u = np.ascontiguousarray(f32_bits(x32)).reshape(-1)
+    values = u.view(np.float32)
     out = np.empty(u.shape, dtype=np.uint16)
 
     def work(first: int, last: int) -> None:
         buffer = scratch("bf16.odd", min(CHUNK, last - first), np.uint32)
         with np.errstate(invalid="ignore"):  # the NaN test below reads signalling NaNs too
-            _round(first, last, buffer)
-
-    def _round(first: int, last: int, buffer: np.ndarray) -> None:
-        for start in range(first, last, CHUNK):  # cache-sized chunks: the passes stay in cache
-            part = u[start : min(start + CHUNK, last)]
-            odd = buffer[: part.size]
-            np.right_shift(part, _U16, out=odd)
-            odd &= np.uint32(1)
-            odd += part
-            odd += np.uint32(0x7FFF)  # u + 0x7FFF + (bit 16): rounds half to even at bit 16
-            odd >>= _U16
-            target = out[start : start + part.size]
-            np.copyto(target, odd, casting="unsafe")
-            # A NaN anywhere makes the float max NaN (NumPy's max propagates NaN): only then pay
-            # for finding the NaNs and applying the profile's NaN rule.
-            if np.isnan(np.max(part.view(np.float32))):
-                nan = (part & ABS32) > EXP32
-                target[nan] = _nan_bits(part[nan].view(np.int32), p).astype(np.uint16)
+            for start in range(first, last, CHUNK):  # cache-sized chunks: the passes stay in cache
+                stop = min(start + CHUNK, last)
+                part = u[start:stop]
+                odd = buffer[: stop - start]
+                np.right_shift(part, _U16, out=odd)
+                odd &= _ONE
+                odd += part
+                odd += _HALF  # u + 0x7FFF + (bit 16): rounds half to even at bit 16
+                odd >>= _U16
+                target = out[start:stop]
+                np.copyto(target, odd, casting="unsafe")
+                # A NaN anywhere makes the float max NaN (NumPy's max propagates NaN): only then pay
+                # for finding the NaNs and applying the profile's NaN rule.
+                peak = values[start:stop].max()
+                if peak != peak:
+                    nan = (part & ABS32) > EXP32
+                    target[nan] = _nan_bits(part[nan].view(np.int32), p).astype(np.uint16)
 
     run_blocks(u.size, work, BLOCK)
     return out.reshape(np.shape(x))
