@@ -14,7 +14,8 @@ python3 -m pytest -p no:cacheprovider -q -rs --durations=15 --device cuda \
   --backend oracle --backend torch --backend triton-dot-scaled --backend sglang-triton --backend sglang-triton-rne \
   tests/test_sglang_adapter.py mxgate/conformance/test_elements.py \
   --mxgate-json "$out/gpu_matrix.json" --mxgate-md "$out/gpu_matrix.md" --junitxml "$out/gpu_junit.xml" 2>&1 | tee "$out/gpu_pytest.log"
-# the twin against the NumPy oracle on the card: encoders over all 2^32 inputs, the ops, the scorers
-python3 -m pytest -p no:cacheprovider -q -rs --durations=15 --device cuda -m gpu tests/test_twin.py tests/test_twin_layouts.py tests/test_twin_indexer.py tests/test_twin_scorers_aiter_fp4.py \
+# the oracle on the card against the oracle on the host: the encoders over all 2^32 inputs, the
+# ops, the scorers (4 processes: the host halves of the comparisons overlap the card's work)
+python3 -m pytest -p no:cacheprovider -q -rs --durations=15 -n 4 --device cuda -m gpu tests/test_twin.py tests/test_twin_layouts.py tests/test_twin_indexer.py tests/test_twin_scorers_aiter_fp4.py \
   tests/test_twin_scorers_aiter_fp8.py tests/test_twin_scorers_sglang.py tests/test_twin_scorers_vllm.py \
   --junitxml "$out/twin_junit.xml" 2>&1 | tee "$out/twin_pytest.log"

@@ -114,9 +114,6 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
                                  device, repeat)
                 bw = (in_bytes + out_bytes) / s
                 report.add(f"quantize {label} block {block} warps {warps}", ms=s * 1e3, of_copy_bandwidth=bw / copy_bw)
-            s = best_seconds(lambda x=x: fused.quantize_mx(x, PROFILE, folded=False), device, repeat)
-            report.add(f"quantize {label} full rounding table", ms=s * 1e3,
-                       of_copy_bandwidth=(in_bytes + out_bytes) / s / copy_bw)
     small = min(n, 1 << 26)
     xs = src[:small]
     ref_s = best_seconds(lambda: oracle.quantize_mx(xs, PROFILE), device, max(1, repeat // 2))

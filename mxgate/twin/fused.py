@@ -17,9 +17,7 @@ a GPU).
 from __future__ import annotations
 
 import sys
-from functools import cache
 
-import numpy as np
 import torch
 
 from mxgate.oracle import profiles as _profiles
@@ -35,34 +33,6 @@ BLOCK_GROUPS = (128, 256)
 # e8m0_divisor_reciprocals): 2^127, 2^126 or 1
 BYTE0_EXPONENT = {"pow2": 127, "min_normal": 126, "one": 0}
 
-
-@cache
-def compact_table(profile: str | _profiles.Profile) -> tuple[np.ndarray, int, int]:
-    """The profile's 4096-entry rounding table folded on the exponent: (table, lo, hi).
-
-    The oracle's index is sign | exponent field e | 3 mantissa bits with the rest as sticky.
-    Every exponent in [1, lo) gives the same codes (a zero of some sign, for E2M1), and every
-    finite exponent above hi the same (overflow), so the kernel maps e to a class: 0 for e = 0
-    (where a profile may treat -0 apart), 1 on [1, lo), 2 + e - lo on [lo, hi], then one class
-    above hi and one for e = 255. The folded table spans a few cache lines where the full one
-    spans 32, so the per-element gather mostly hits one. Checked here on all 4096 indices against
-    the full table."""
-    full = e2m1.table(profile).reshape(2, 256, 8)
-    rows = full.transpose(1, 0, 2)  # [e, sign, m]
-    differs_from_low = [e for e in range(1, 255) if not np.array_equal(rows[e], rows[1])]
-    differs_from_top = [e for e in range(1, 255) if not np.array_equal(rows[e], rows[254])]
-    lo = differs_from_low[0] if differs_from_low else 254
-    hi = max(differs_from_top[-1] if differs_from_top else lo, lo)
-    classes = hi - lo + 5
-    e = np.arange(256)
-    cls = np.where(e == 255, classes - 1, np.where(e == 0, 0, np.clip(e - lo + 2, 1, classes - 2)))
-    folded = np.empty((2, classes, 8), np.uint8)
-    folded[:, cls] = full  # every class is written; the check below proves each was one row
-    if not np.array_equal(folded[:, cls], full):
-        raise RuntimeError(f"profile {_profiles.get(profile).name}: the folded rounding table differs from the full one")
-    folded = folded.reshape(-1)
-    folded.setflags(write=False)
-    return folded, lo, hi
 
 
 try:
@@ -131,16 +101,12 @@ if triton is not None:
         return b
 
     @triton.jit
-    def _code(y, table_ptr, FOLDED: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr):
-        mantissa = ((y >> 20) & 0x7) | ((y & 0xFFFFF) != 0).to(tl.int32)
-        if FOLDED:  # compact_table's classes
-            CLASSES: tl.constexpr = HI - LO + 5
-            e = (y >> 23) & 0xFF
-            cls = tl.where(e == 255, CLASSES - 1,
-                           tl.where(e == 0, 0, tl.minimum(tl.maximum(e - (LO - 2), 1), CLASSES - 2)))
-            index = (tl.where(y < 0, CLASSES, 0) + cls) * 8 + mantissa
-        else:
-            index = ((y >> 20) & 0xFF8) | mantissa
+    def _code(y, table_ptr):
+        # the oracle's index: the top 12 bits with the lowest OR'd with "any lower bit set" --
+        # (y & M) + M carries into bit 20 exactly when a bit under it is set (rounding.lookup's
+        # trick), and the unsigned shift drops the rest: three integer operations and the shift
+        sticky = (y & 0xFFFFF) + 0xFFFFF
+        index = (y | sticky).to(tl.uint32, bitcast=True) >> 20
         return tl.load(table_ptr + index)
 
     @triton.jit
@@ -148,7 +114,7 @@ if triton is not None:
                             GROUP: tl.constexpr, BLOCK: tl.constexpr, IS_BF16: tl.constexpr,
                             IGNORE_NAN: tl.constexpr, NAN_SCALE_IS_NAN: tl.constexpr,
                             NAN_SCALE_IS_INF: tl.constexpr, BYTE0_EXPONENT: tl.constexpr,
-                            BY_BINADE: tl.constexpr, FOLDED: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr):
+                            BY_BINADE: tl.constexpr):
         HALF: tl.constexpr = GROUP // 2
         pid = tl.program_id(0)
         first = pid.to(tl.int64) * BLOCK  # 64-bit once per program; offsets inside it are 32-bit
@@ -177,7 +143,7 @@ if triton is not None:
         d = tl.where(byte == 255, -128, tl.where(byte == 0, BYTE0_EXPONENT, 127 - byte))
         y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
         y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
-        packed = _code(y_lo, table_ptr, FOLDED, LO, HI) | (_code(y_hi, table_ptr, FOLDED, LO, HI) << 4)
+        packed = _code(y_lo, table_ptr) | (_code(y_hi, table_ptr) << 4)
         tl.store(packed_ptr + offsets, packed, mask=mask)
         tl.store(scale_ptr + first + rows, b.to(tl.uint8), mask=rows < n_groups - first)
 
@@ -222,11 +188,11 @@ def mode() -> str | None:
 
 def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32, *,
                 block_groups: int | None = None, num_warps: int = 4,
-                bisect: bool = False, folded: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                bisect: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The oracle's quantize_mx in one kernel launch (float32 or bf16 x, group a power of two).
 
-    block_groups (groups per program, a power of two; default by dtype), num_warps and folded
-    (the folded rounding table, ``compact_table``, or the full one) only change the speed;
+    block_groups (groups per program, a power of two; default by dtype) and num_warps only
+    change the speed;
     bisect forces the bisection lookup of the scale byte (what a profile without a binade
     table gets), so that tests cover both lookups."""
     p = _profiles.get(profile)
@@ -247,12 +213,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     if block_groups is None:
         block_groups = BLOCK_GROUPS[x.dtype == torch.bfloat16]
     if n_groups:
-        lo, hi = 0, 0
-        if folded:
-            folded_table, lo, hi = compact_table(p)
-            table = table_on(folded_table, x)
-        else:
-            table = table_on(e2m1.table(p), x)
+        table = table_on(e2m1.table(p), x)
         starts, values = segments(p, x.device)
         by_binade = None if bisect else binades(p, x.device)
         grid = (triton.cdiv(n_groups, block_groups),)
@@ -261,8 +222,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
                                   BLOCK=block_groups, IS_BF16=x.dtype == torch.bfloat16,
                                   IGNORE_NAN=p.amax_nan == "ignore", NAN_SCALE_IS_NAN=p.nan_scale == "nan",
                                   NAN_SCALE_IS_INF=p.nan_scale == "inf",
-                                  BYTE0_EXPONENT=BYTE0_EXPONENT[p.scale0_divisor], BY_BINADE=by_binade is not None,
-                                  FOLDED=folded, LO=lo, HI=hi, num_warps=num_warps)
+                                  BYTE0_EXPONENT=BYTE0_EXPONENT[p.scale0_divisor], BY_BINADE=by_binade is not None, num_warps=num_warps)
     lead = tuple(x.shape[:-1])
     return packed.reshape(lead + (n // 2,)), scales.reshape(lead + (n // group,))
 
