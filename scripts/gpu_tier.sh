@@ -10,8 +10,10 @@ for w in "$wheels"/*.whl; do python3 -m zipfile -e "$w" "$site"; done
 export PYTHONPATH="$site:$PWD" PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/nvidia-smi.txt" 2>&1
 python3 -m mxgate.tools.gpu_probe > "$out/gpu_probe.json" 2> "$out/gpu_probe.err"
+# the element ops on the card through the gate, and sglang's kernels compiled (its adapter tests;
+# the gate judges no sglang op in test_elements, so naming those backends would exit 5)
 python3 -m pytest -p no:cacheprovider -q -rs --durations=15 --device cuda \
-  --backend oracle --backend torch --backend triton-dot-scaled --backend sglang-triton --backend sglang-triton-rne \
+  --backend oracle --backend torch --backend triton-dot-scaled \
   tests/test_sglang_adapter.py mxgate/conformance/test_elements.py \
   --mxgate-json "$out/gpu_matrix.json" --mxgate-md "$out/gpu_matrix.md" --junitxml "$out/gpu_junit.xml" 2>&1 | tee "$out/gpu_pytest.log"
 # the oracle on the card against the oracle on the host: the encoders over all 2^32 inputs, the
