@@ -377,7 +377,8 @@ def compare_logits(scored: ScoredLogits, actual: np.ndarray, fill: np.ndarray | 
     within = cells - n_equal - n_out
     first_out = tuple(int(i) for i in np.argwhere(outside)[0]) if n_out else None
     first_fill = tuple(int(i) for i in np.argwhere(changed)[0]) if n_fill else None
-    worst = float(np.nanmax(ratio[win & np.isfinite(ratio)])) if cells else 0.0
+    finite_ratios = ratio[win & np.isfinite(ratio)]  # empty when every window cell is NaN
+    worst = float(finite_ratios.max()) if finite_ratios.size else 0.0
     if n_out or n_fill:
         parts = []
         if n_out:
