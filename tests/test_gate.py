@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -43,17 +44,48 @@ def _cells(path: Path) -> dict[tuple[str, str], dict]:
     return {(c["backend"], c["op"]): c for c in report["cells"]}
 
 
-def test_failing_kernel_exits_1_and_writes_both_reports_where_started(tmp_path: Path) -> None:
-    done = mxgate(["check", "--backend", "triton-mxfp", "--tier", "quick", "--json", "m.json", "--junitxml", "j.xml"],
-                  tmp_path)
+@dataclass(frozen=True)
+class Run:
+    """A finished gate run and the folder it was started in (its reports lie there)."""
+
+    done: subprocess.CompletedProcess
+    where: Path
+
+
+# README 'Start here': `mxgate check` on every available CPU backend, and the same with
+# --xfail-known. The tests below each assert their own property of these two runs.
+in_readme_runs = pytest.mark.xdist_group("gate-readme-runs")
+
+
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    where = tmp_path_factory.mktemp("readme-run")
+    return Run(mxgate(["check", "--tier", "quick", "--json", "m.json", "--junitxml", "j.xml"], where), where)
+
+
+@pytest.fixture(scope="module")
+def readme_run_xfail_known(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    where = tmp_path_factory.mktemp("readme-run-xfail-known")
+    return Run(mxgate(["check", "--tier", "quick", "--xfail-known", "--json", "m.json"], where), where)
+
+
+def _last_summary(stdout: str) -> str:
+    return [line for line in stdout.splitlines() if line.startswith("mxgate: ")][-2]
+
+
+@in_readme_runs
+def test_failing_kernel_exits_1_and_writes_both_reports_where_started(readme_run: Run) -> None:
+    done, where = readme_run.done, readme_run.where
     assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (tmp_path / "m.json").is_file() and (tmp_path / "j.xml").is_file()
-    assert _junit_failures(tmp_path / "j.xml") > 0
-    cell = _cells(tmp_path / "m.json")[("triton-mxfp", "e2m1.encode")]
+    assert (where / "m.json").is_file() and (where / "j.xml").is_file()
+    assert _junit_failures(where / "j.xml") > 0
+    cells = _cells(where / "m.json")
+    cell = cells[("triton-mxfp", "e2m1.encode")]
     assert cell["verdict"] == "fail" and cell["known_findings"] and not cell["expected_failure"]
-    assert json.loads((tmp_path / "m.json").read_text())["exit_status"] == 1
-    last = [line for line in done.stdout.splitlines() if line.startswith("mxgate: ")][-2]
-    assert "fail 1" in last and "exit status 1" in last
+    assert json.loads((where / "m.json").read_text())["exit_status"] == 1
+    fails = sum(c["verdict"] == "fail" for c in cells.values())
+    last = _last_summary(done.stdout)
+    assert f"fail {fails}" in last and "exit status 1" in last, last
 
 
 def test_pytest_route_exits_1_on_the_same_failure(tmp_path: Path) -> None:
@@ -64,23 +96,26 @@ def test_pytest_route_exits_1_on_the_same_failure(tmp_path: Path) -> None:
     assert _junit_failures(tmp_path / "j.xml") > 0
 
 
-def test_known_findings_are_expected_failures_only_when_asked(tmp_path: Path) -> None:
-    done = mxgate(["check", "--backend", "triton-mxfp", "--tier", "quick", "--xfail-known", "--json", "m.json"], tmp_path)
+@in_readme_runs
+def test_known_findings_are_expected_failures_only_when_asked(readme_run_xfail_known: Run) -> None:
+    done, where = readme_run_xfail_known.done, readme_run_xfail_known.where
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:]
-    cell = _cells(tmp_path / "m.json")[("triton-mxfp", "e2m1.encode")]
+    cells = _cells(where / "m.json")
+    cell = cells[("triton-mxfp", "e2m1.encode")]
     assert cell["verdict"] == "fail" and cell["expected_failure"]
     assert "fail (known finding, expected failure)" in done.stdout
-    # an exit-0 run does not print its expected failures as FAILURES nor 'fail 1' in its last line,
+    # an exit-0 run does not print its expected failures as FAILURES nor 'fail N' in its last line,
     # and names no flag the user did not give
     assert "FAILURES:" not in done.stdout.replace("EXPECTED FAILURES", "")
-    last = [line for line in done.stdout.splitlines() if line.startswith("mxgate: ")][-2]
-    assert "fail 0, expected failure (known finding) 1" in last, last
+    expected = sum(c["verdict"] == "fail" and c["expected_failure"] for c in cells.values())
+    last = _last_summary(done.stdout)
+    assert f"fail 0, expected failure (known finding) {expected}" in last, last
     assert "--mxgate-xfail-known" not in done.stdout
     # mxgate check prints mxgate's lines only: no pytest progress dots, warnings summary or tail
     assert "PytestAssertRewriteWarning" not in done.stdout + done.stderr
     assert not any(line.strip() and set(line.strip()) <= set(".sxFE") for line in done.stdout.splitlines())
     assert "passed" not in done.stdout.splitlines()[-1]
-    assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
+    assert not (where / ".hypothesis").exists() and not (where / ".pytest_cache").exists()
 
 
 def test_backend_that_cannot_run_here_has_its_own_status(tmp_path: Path) -> None:
@@ -215,31 +250,50 @@ def test_ops_a_platform_cannot_run_are_not_supported_here(monkeypatch: pytest.Mo
     assert backend.available_for("e2m1.encode")
 
 
-def test_the_readme_check_on_the_cpu_backends(tmp_path: Path) -> None:
+@in_readme_runs
+def test_the_readme_check_on_the_cpu_backends(readme_run: Run, readme_run_xfail_known: Run) -> None:
     """README 'Start here': every available CPU backend; the fails are the documented findings of
     triton-mxfp, torchao RCEIL and (where onnx is installed) ONNX's reference."""
-    done = mxgate(["check", "--tier", "quick", "--json", "m.json"], tmp_path)
-    assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:]
-    cells = _cells(tmp_path / "m.json")
+    assert readme_run.done.returncode == outcome.EXIT_FAIL, readme_run.done.stdout[-3000:]
+    cells = _cells(readme_run.where / "m.json")
     failing = sorted(key for key, c in cells.items() if c["verdict"] == "fail")
     expected = [("torchao-mx-rceil", "mx.quantize"), ("triton-mxfp", "e2m1.encode")]
     if importlib.util.find_spec("onnx") is not None:
         expected.insert(0, ("onnx-reference", "e2m1.encode"))
     assert failing == expected
     assert all(cells[key]["known_findings"] for key in failing)
-    assert mxgate(["check", "--tier", "quick", "--xfail-known"], tmp_path).returncode == outcome.EXIT_PASS
+    assert readme_run_xfail_known.done.returncode == outcome.EXIT_PASS, readme_run_xfail_known.done.stdout[-3000:]
 
 
-@pytest.mark.parametrize("backend, variable", [("vllm-triton", "MXGATE_VLLM_SRC"), ("vllm-triton-fnuz", "MXGATE_VLLM_SRC"),
-                                               ("aiter-triton", "MXGATE_AITER_SRC"),
-                                               ("aiter-reference", "MXGATE_AITER_SRC")])
-def test_a_source_backend_without_its_source_is_one_line_naming_the_variable(tmp_path: Path, backend: str,
-                                                                             variable: str, monkeypatch) -> None:
-    for name in ("MXGATE_VLLM_SRC", "MXGATE_AITER_SRC"):
-        monkeypatch.delenv(name, raising=False)
-    if importlib.util.find_spec(backend.split("-")[0]) is not None:
+SOURCE_BACKENDS = {"vllm-triton": "MXGATE_VLLM_SRC", "vllm-triton-fnuz": "MXGATE_VLLM_SRC",
+                   "aiter-triton": "MXGATE_AITER_SRC", "aiter-reference": "MXGATE_AITER_SRC"}
+
+
+def _package_installed(backend: str) -> bool:
+    return importlib.util.find_spec(backend.split("-")[0]) is not None
+
+
+@pytest.fixture(scope="module")
+def run_without_sources(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One run naming every source backend whose package is not installed here, with neither
+    source variable set."""
+    where = tmp_path_factory.mktemp("without-sources")
+    env = _env()
+    for name in set(SOURCE_BACKENDS.values()):
+        env.pop(name, None)
+    named = [arg for backend in SOURCE_BACKENDS if not _package_installed(backend) for arg in ("--backend", backend)]
+    done = subprocess.run([sys.executable, "-m", "mxgate", "check", *named, "--tier", "quick"], cwd=where, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return Run(done, where)
+
+
+@pytest.mark.xdist_group("gate-run-without-sources")
+@pytest.mark.parametrize("backend, variable", SOURCE_BACKENDS.items(), ids=list(SOURCE_BACKENDS))
+def test_a_source_backend_without_its_source_is_one_line_naming_the_variable(request: pytest.FixtureRequest,
+                                                                             backend: str, variable: str) -> None:
+    if _package_installed(backend):
         pytest.skip(f"the {backend.split('-')[0]} package is installed here")
-    done = mxgate(["check", "--backend", backend, "--tier", "quick"], tmp_path)
+    done = request.getfixturevalue("run_without_sources").done
     assert done.returncode == outcome.EXIT_NOTHING_RAN, done.stdout[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith(f"  {backend}: ")]
     assert len(lines) == 1 and f"set {variable}" in lines[0]

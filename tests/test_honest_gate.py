@@ -3,7 +3,8 @@ gate apart, forges its worker's replies or exits while loading can make the gate
 
 Each test plants such a kernel (tests/user_backends/dishonest_backends.py and the *_at_import
 modules) and runs the gate as its users do: the installed command from a scratch directory,
-judged by its exit status and the report files it leaves there.
+judged by its exit status and the report files it leaves there. Kernels whose runs end alike
+share one run (module fixtures), each test reading its own kernel's cell.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,8 +37,22 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _check(tmp_path: Path, backend: str, *more: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", backend, "--tier", "quick", *REPORTS,
-                           *more], cwd=tmp_path, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+    return _check_all(tmp_path, [backend], *more, timeout=timeout, **env)
+
+
+def _check_all(tmp_path: Path, backends: list[str], *more: str, timeout: float = 600,
+               **env: str) -> subprocess.CompletedProcess:
+    named = [arg for name in backends for arg in ("--backend", name)]
+    return subprocess.run([sys.executable, "-m", "mxgate", "check", *named, "--tier", "quick", *REPORTS, *more],
+                          cwd=tmp_path, env=_env(**env), capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A finished gate run and the folder it was started in (its reports lie there)."""
+
+    done: subprocess.CompletedProcess
+    where: Path
 
 
 def _cells(tmp_path: Path) -> dict[tuple[str, str], dict]:
@@ -61,32 +77,91 @@ def _assert_failed_with_reports(done: subprocess.CompletedProcess, tmp_path: Pat
     assert json.loads((tmp_path / "m.json").read_text())["exit_status"] == outcome.EXIT_FAIL
 
 
+# One gate run judges every planted kernel below that must fail, and one every planted kernel
+# that must pass: each backend loads and runs in a worker of its own, so one kernel's fault never
+# meets another's, and each test reads its own backend's cell (the run's exit status and reports
+# are the same for all of them). detects_gate's run has MXGATE_TIMEOUT set: its worker must not see it.
+LOAD_FAULTS = {
+    "exit_at_import:Backend": "failed to load: raised SystemExit: 0",
+    "os_exit_at_import:Backend": "failed to load: crashed: the worker exited with status 0 while loading",
+    "segfault_at_import:Backend": "failed to load: crashed: signal 11 (SIGSEGV) while loading",
+    "raises_at_import:Backend": "failed to load: raised RuntimeError: planted error while importing",
+    "dishonest_backends:ExitsInAvailable": "failed to load: raised SystemExit: 0",
+    "dishonest_backends:SegfaultsInOps": "failed to load: crashed: signal 11 (SIGSEGV) while loading",
+}
+FAILING = [*LOAD_FAULTS, "dishonest_backends:nan_into_input", "dishonest_backends:zeroes_input",
+           "dishonest_backends:refuses_hard", "dishonest_backends:detects_gate", "dishonest_backends:forges_reply"]
+PASSING = ["dishonest_backends:declares_hard", "dishonest_backends:forks_into_loop", "dishonest_backends:forks_sleeper",
+           "counted_import:Backend"]
+in_failing_run = pytest.mark.xdist_group("honest-gate-failing-run")
+in_passing_run = pytest.mark.xdist_group("honest-gate-passing-run")
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    where = tmp_path_factory.mktemp("failing-run")
+    return Run(_check_all(where, FAILING, MXGATE_TIMEOUT="300"), where)
+
+
+@pytest.fixture(scope="module")
+def passing_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    where = tmp_path_factory.mktemp("passing-run")
+    (where / "markers").mkdir()
+    return Run(_check_all(where, PASSING, DISHONEST_MARKERS=str(where / "markers")), where)
+
+
+@in_failing_run
+def test_the_failing_run_exits_1_with_every_report(failing_run: Run) -> None:
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
+    assert {backend for backend, _ in _cells(failing_run.where)} == set(FAILING)
+
+
+@in_passing_run
+def test_the_passing_run_exits_0(passing_run: Run) -> None:
+    assert passing_run.done.returncode == outcome.EXIT_PASS, passing_run.done.stdout[-3000:] + passing_run.done.stderr[-3000:]
+    assert {backend for backend, _ in _cells(passing_run.where)} == set(PASSING)
+
+
 # --- route 1: loading runs in the worker ----------------------------------------------------------
 
-@pytest.mark.parametrize("backend, cause", [
-    ("exit_at_import:Backend", "failed to load: raised SystemExit: 0"),
-    ("os_exit_at_import:Backend", "failed to load: crashed: the worker exited with status 0 while loading"),
-    ("segfault_at_import:Backend", "failed to load: crashed: signal 11 (SIGSEGV) while loading"),
-    ("raises_at_import:Backend", "failed to load: raised RuntimeError: planted error while importing"),
-    ("dishonest_backends:ExitsInAvailable", "failed to load: raised SystemExit: 0"),
-    ("dishonest_backends:SegfaultsInOps", "failed to load: crashed: signal 11 (SIGSEGV) while loading"),
-    ("dishonest_backends:HangsInOps", "failed to load: timeout after 5 s (loading the backend)"),
-])
-def test_a_fault_while_loading_is_a_fail_of_that_backend_with_every_report(tmp_path: Path, backend: str,
+@in_failing_run
+@pytest.mark.parametrize("backend, cause", LOAD_FAULTS.items(), ids=list(LOAD_FAULTS))
+def test_a_fault_while_loading_is_a_fail_of_that_backend_with_every_report(failing_run: Run, backend: str,
                                                                            cause: str) -> None:
-    done = _check(tmp_path, backend, "--startup-timeout", "5")
-    _assert_failed_with_reports(done, tmp_path)
-    cell = _cells(tmp_path)[(backend, "(loading)")]
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
+    cell = _cells(failing_run.where)[(backend, "(loading)")]
     assert cell["verdict"] == "fail" and cause in _reasons(cell), _reasons(cell)
 
 
-@pytest.mark.parametrize("backend", ["exit_at_import:Backend", "os_exit_at_import:Backend"])
-def test_the_pytest_route_fails_an_exit_while_loading_too(tmp_path: Path, backend: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", "--backend", backend,
+def test_a_load_that_hangs_fails_at_the_startup_budget(tmp_path: Path) -> None:
+    """ops() never returns: the budget only decides how long the gate waits, never the verdict."""
+    backend = "dishonest_backends:HangsInOps"
+    done = _check(tmp_path, backend, "--startup-timeout", "2")
+    _assert_failed_with_reports(done, tmp_path)
+    cell = _cells(tmp_path)[(backend, "(loading)")]
+    assert cell["verdict"] == "fail" and "failed to load: timeout after 2 s (loading the backend)" in _reasons(cell)
+
+
+EXITS_WHILE_LOADING = ["exit_at_import:Backend", "os_exit_at_import:Backend"]
+
+
+@pytest.fixture(scope="module")
+def pytest_route_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    where = tmp_path_factory.mktemp("pytest-route")
+    named = [arg for name in EXITS_WHILE_LOADING for arg in ("--backend", name)]
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance", *named,
                            "--tier", "quick", "--mxgate-json", "m.json", "--junitxml", "j.xml", "-p", "no:cacheprovider",
-                           "-q"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+                           "-q"], cwd=where, env=_env(), capture_output=True, text=True, timeout=600)
+    return Run(done, where)
+
+
+@pytest.mark.xdist_group("honest-gate-pytest-route")
+@pytest.mark.parametrize("backend", EXITS_WHILE_LOADING)
+def test_the_pytest_route_fails_an_exit_while_loading_too(pytest_route_run: Run, backend: str) -> None:
+    done, where = pytest_route_run.done, pytest_route_run.where
     assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (tmp_path / "m.json").is_file() and _junit_problems(tmp_path / "j.xml") > 0
+    assert (where / "m.json").is_file() and _junit_problems(where / "j.xml") > 0
+    assert _cells(where)[(backend, "(loading)")]["verdict"] == "fail"
 
 
 def test_a_module_that_cannot_be_collected_is_an_internal_error_not_an_interruption(tmp_path: Path) -> None:
@@ -112,34 +187,36 @@ def test_a_name_that_is_no_backend_is_a_usage_error_whatever_the_flags(tmp_path:
 
 # --- route 2: writing into the inputs -------------------------------------------------------------
 
+@in_failing_run
 @pytest.mark.parametrize("backend, op", [
     ("dishonest_backends:nan_into_input", "e2m1.encode"),
     ("dishonest_backends:zeroes_input", "e2m1.encode"),
     ("dishonest_backends:zeroes_input", "mx.quantize"),
 ])
-def test_a_kernel_that_writes_into_its_input_fails(tmp_path: Path, backend: str, op: str) -> None:
-    done = _check(tmp_path, backend)
-    _assert_failed_with_reports(done, tmp_path)
-    cell = _cells(tmp_path)[(backend, op)]
+def test_a_kernel_that_writes_into_its_input_fails(failing_run: Run, backend: str, op: str) -> None:
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
+    cell = _cells(failing_run.where)[(backend, op)]
     assert cell["verdict"] == "fail" and "wrote into its input x" in _reasons(cell), _reasons(cell)
 
 
 # --- route 3: refusing the hard inputs ------------------------------------------------------------
 
-def test_refusing_inputs_the_contract_does_not_exclude_fails(tmp_path: Path) -> None:
+@in_failing_run
+def test_refusing_inputs_the_contract_does_not_exclude_fails(failing_run: Run) -> None:
     backend = "dishonest_backends:refuses_hard"
-    _assert_failed_with_reports(_check(tmp_path, backend), tmp_path)
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
     for op in ("e2m1.encode", "mx.quantize"):
-        cell = _cells(tmp_path)[(backend, op)]
+        cell = _cells(failing_run.where)[(backend, op)]
         assert cell["verdict"] == "fail", cell
         assert "refused inputs its declared contract does not exclude (OutsideContract: NaN or |x| > 6)" in _reasons(cell)
 
 
-def test_a_declared_contract_is_honoured_and_the_cell_says_how_much_was_judged(tmp_path: Path) -> None:
+@in_passing_run
+def test_a_declared_contract_is_honoured_and_the_cell_says_how_much_was_judged(passing_run: Run) -> None:
     backend = "dishonest_backends:declares_hard"
-    done = _check(tmp_path, backend)
+    done = passing_run.done
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
-    cell = _cells(tmp_path)[(backend, "e2m1.encode")]
+    cell = _cells(passing_run.where)[(backend, "e2m1.encode")]
     judged = cell["counts"]["exact"] + cell["counts"]["acceptable"]
     outside = cell["counts"]["unsupported"]
     assert judged and outside
@@ -178,28 +255,27 @@ def test_repeat_calls_name_the_first_differing_element() -> None:
 
 # --- route 5: the kernel can tell it is being tested ------------------------------------------------
 
-def test_the_worker_environment_says_nothing_of_the_gate(tmp_path: Path) -> None:
-    backend = "dishonest_backends:detects_gate"
-    done = _check(tmp_path, backend, MXGATE_TIMEOUT="300")
-    _assert_failed_with_reports(done, tmp_path)
-    assert _cells(tmp_path)[(backend, "e2m1.encode")]["verdict"] == "fail"
+@in_failing_run
+def test_the_worker_environment_says_nothing_of_the_gate(failing_run: Run) -> None:
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
+    assert _cells(failing_run.where)[("dishonest_backends:detects_gate", "e2m1.encode")]["verdict"] == "fail"
 
 
 # --- route 6: the worker's pipe -----------------------------------------------------------------
 
-def test_a_forged_reply_on_the_workers_pipe_is_a_fail(tmp_path: Path) -> None:
-    backend = "dishonest_backends:forges_reply"
-    done = _check(tmp_path, backend)
-    _assert_failed_with_reports(done, tmp_path)
-    cell = _cells(tmp_path)[(backend, "e2m1.encode")]
+@in_failing_run
+def test_a_forged_reply_on_the_workers_pipe_is_a_fail(failing_run: Run) -> None:
+    _assert_failed_with_reports(failing_run.done, failing_run.where)
+    cell = _cells(failing_run.where)[("dishonest_backends:forges_reply", "e2m1.encode")]
     assert cell["verdict"] == "fail" and "a reply the gate did not ask for" in _reasons(cell), _reasons(cell)
 
 
-def test_a_child_forked_into_the_worker_loop_shifts_no_reply(tmp_path: Path) -> None:
-    backend = "dishonest_backends:forks_into_loop"
-    done = _check(tmp_path, backend)
+@in_passing_run
+def test_a_child_forked_into_the_worker_loop_shifts_no_reply(passing_run: Run) -> None:
+    done = passing_run.done
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
-    assert _cells(tmp_path)[(backend, "e2m1.encode")]["verdict"] in ("exact", "acceptable")
+    assert _cells(passing_run.where)[("dishonest_backends:forks_into_loop", "e2m1.encode")]["verdict"] in ("exact",
+                                                                                                        "acceptable")
 
 
 def _alive(pid: int) -> bool:
@@ -214,12 +290,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_no_child_of_a_kernel_outlives_the_run(tmp_path: Path) -> None:
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    done = _check(tmp_path, "dishonest_backends:forks_sleeper", DISHONEST_MARKERS=str(markers))
+@in_passing_run
+def test_no_child_of_a_kernel_outlives_the_run(passing_run: Run) -> None:
+    done = passing_run.done
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
-    pids = [int(p.read_text()) for p in markers.glob("sleeper-*")]
+    pids = [int(p.read_text()) for p in (passing_run.where / "markers").glob("sleeper-*")]
     assert pids
     deadline = time.monotonic() + 10
     while any(map(_alive, pids)) and time.monotonic() < deadline:
@@ -232,7 +307,7 @@ def test_no_child_of_a_kernel_outlives_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend, says, limit", [
     ("faulty_backends:Raising", "raised ValueError: planted ValueError from the kernel", "120"),
     ("faulty_backends:Segfault", "crashed: signal 11 (SIGSEGV)", "120"),
-    ("faulty_backends:Hanging", "timeout after 5 s", "5"),
+    ("faulty_backends:Hanging", "timeout after 2 s", "2"),  # it never returns: the limit only decides the wait
     ("dishonest_backends:forges_reply", "a reply the gate did not ask for", "120"),
     ("os_exit_at_import:Backend", "failed to load", "120"),
 ])
@@ -258,41 +333,74 @@ def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
     return run
 
 
-@pytest.mark.parametrize("number, status", [(signal.SIGTERM, outcome.EXIT_TERMINATED),
-                                            (signal.SIGINT, outcome.EXIT_INTERRUPTED)], ids=["SIGTERM", "SIGINT"])
-def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path: Path, number: int,
-                                                                       status: int) -> None:
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    run = _start_hung_run(tmp_path, markers)
-    worker = int((markers / "hung-worker").read_text())
-    time.sleep(0.5)
+def _interrupt(run: subprocess.Popen, number: int) -> tuple[str, str]:
     run.send_signal(number)
-    out, err = run.communicate(timeout=120)
+    return run.communicate(timeout=120)
+
+
+def _assert_interrupted(run: subprocess.Popen, out: str, err: str, where: Path, worker: int, number: int,
+                        status: int) -> None:
     assert run.returncode == status, out[-3000:] + err[-3000:]
     name = signal.Signals(number).name
-    report = json.loads((tmp_path / "m.json").read_text())
+    report = json.loads((where / "m.json").read_text())
     assert report["interrupted"] == name and report["exit_status"] == status
-    assert f"Interrupted by {name}" in (tmp_path / "m.md").read_text()
-    assert _junit_problems(tmp_path / "j.xml") >= 1 and "interrupted" in (tmp_path / "j.xml").read_text()
+    assert f"Interrupted by {name}" in (where / "m.md").read_text()
+    assert _junit_problems(where / "j.xml") >= 1 and "interrupted" in (where / "j.xml").read_text()
     deadline = time.monotonic() + 10
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(worker)
 
 
-def test_a_second_run_on_a_report_path_a_live_run_holds_is_refused(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Terminated:
+    """A run held its report paths (its kernel hung) while a second run on them was tried, then got SIGTERM."""
+
+    run: subprocess.Popen
+    out: str
+    err: str
+    where: Path
+    worker: int
+    second: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def terminated_run(tmp_path_factory: pytest.TempPathFactory) -> Terminated:
+    where = tmp_path_factory.mktemp("terminated-run")
+    markers = where / "markers"
+    markers.mkdir()
+    run = _start_hung_run(where, markers)
+    try:
+        worker = int((markers / "hung-worker").read_text())
+        second = _check(where, "oracle", timeout=120)
+    finally:
+        out, err = _interrupt(run, signal.SIGTERM)
+    return Terminated(run, out, err, where, worker, second)
+
+
+@pytest.mark.xdist_group("honest-gate-terminated-run")
+def test_a_terminated_run_writes_marked_reports_and_ends_its_workers(terminated_run: Terminated) -> None:
+    t = terminated_run
+    _assert_interrupted(t.run, t.out, t.err, t.where, t.worker, signal.SIGTERM, outcome.EXIT_TERMINATED)
+
+
+def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path: Path) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
-    first = _start_hung_run(tmp_path, markers)
-    try:
-        second = _check(tmp_path, "oracle", timeout=120)
-        assert second.returncode == outcome.EXIT_USAGE, second.stdout + second.stderr
-        assert "another mxgate run (pid" in second.stderr and second.stderr.strip().count("\n") == 0
-    finally:
-        first.send_signal(signal.SIGTERM)
-        first.communicate(timeout=120)
-    again = _check(tmp_path, "oracle", timeout=600)  # the lock went with the first run
+    run = _start_hung_run(tmp_path, markers)
+    worker = int((markers / "hung-worker").read_text())
+    time.sleep(0.5)
+    out, err = _interrupt(run, signal.SIGINT)
+    _assert_interrupted(run, out, err, tmp_path, worker, signal.SIGINT, outcome.EXIT_INTERRUPTED)
+
+
+@pytest.mark.xdist_group("honest-gate-terminated-run")
+def test_a_second_run_on_a_report_path_a_live_run_holds_is_refused(terminated_run: Terminated) -> None:
+    second = terminated_run.second
+    assert second.returncode == outcome.EXIT_USAGE, second.stdout + second.stderr
+    assert "another mxgate run (pid" in second.stderr and second.stderr.strip().count("\n") == 0
+    # the lock went with the first run: a run of a right one-op kernel on the same paths passes
+    again = _check(terminated_run.where, "counted_import:Backend", timeout=600)
     assert again.returncode == outcome.EXIT_PASS, again.stdout[-2000:] + again.stderr[-2000:]
 
 
@@ -331,20 +439,19 @@ def test_a_scorer_cell_that_differs_between_calls_is_judged_as_nan_and_a_code_is
 
 
 def test_a_slow_start_is_timed_by_the_startup_budget_not_the_call_limit(tmp_path: Path) -> None:
-    """A 6 s import with a 2 s per-call limit: the op's own fault is the verdict (a busy runner's
+    """A 4 s import with a 2 s per-call limit: the op's own fault is the verdict (a busy runner's
     slow import never reads as a hung op)."""
     backend = "slow_import_backends:Backend"
-    done = _check(tmp_path, backend, "--timeout", "2", SLOW_IMPORT_SECONDS="6")
+    done = _check(tmp_path, backend, "--timeout", "2", SLOW_IMPORT_SECONDS="4")
     _assert_failed_with_reports(done, tmp_path)
     reasons = _reasons(_cells(tmp_path)[(backend, "e2m1.encode")])
     assert "raised ValueError: planted ValueError after a slow import" in reasons and "timeout" not in reasons, reasons
 
 
-def test_a_backend_is_imported_once_in_one_worker_and_never_by_the_gate(tmp_path: Path) -> None:
+@in_passing_run
+def test_a_backend_is_imported_once_in_one_worker_and_never_by_the_gate(passing_run: Run) -> None:
     """mxgate check loads the backend before the run and the run takes that worker over: one
     import, in one process that is not the gate's."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    done = _check(tmp_path, "counted_import:Backend", DISHONEST_MARKERS=str(markers))
+    done = passing_run.done
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-3000:]
-    assert len((markers / "imports").read_text().split()) == 1
+    assert len((passing_run.where / "markers" / "imports").read_text().split()) == 1

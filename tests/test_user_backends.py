@@ -38,21 +38,56 @@ def _check(cwd: Path, *args: str, paths: tuple[Path, ...] = (USER_BACKENDS,)) ->
                           env=_env(*paths), capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("spec", ["user_kernels:GoodBackend", "user_kernels:make_good", "user_kernels:GoodFunctions"])
-def test_a_correct_backend_from_outside_passes(tmp_path: Path, spec: str) -> None:
-    done = _check(tmp_path, "--backend", spec, "--json", "m.json")
+GOOD = ["user_kernels:GoodBackend", "user_kernels:make_good", "user_kernels:GoodFunctions"]
+BAD = ["user_kernels:BadBackend", "user_kernels:BadFunctions"]
+
+
+def _check_all(cwd: Path, specs: list[str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """One gate run over several backends (each in a worker of its own) and its JSON cells."""
+    done = _check(cwd, *[arg for spec in specs for arg in ("--backend", spec)], "--json", "m.json")
+    return done, json.loads((cwd / "m.json").read_text())["cells"]
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    return _check_all(tmp_path_factory.mktemp("good-run"), GOOD)
+
+
+@pytest.fixture(scope="module")
+def bad_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    return _check_all(tmp_path_factory.mktemp("bad-run"), BAD)
+
+
+@pytest.mark.xdist_group("user-backends-good-run")
+@pytest.mark.parametrize("spec", GOOD)
+def test_a_correct_backend_from_outside_passes(good_run, spec: str) -> None:
+    done, cells = good_run
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
-    cells = json.loads((tmp_path / "m.json").read_text())["cells"]
-    assert cells and all(c["backend"] == spec and c["verdict"] == "exact" for c in cells)
+    assert {c["backend"] for c in cells} == set(GOOD)
+    mine = [c for c in cells if c["backend"] == spec]
+    assert mine and all(c["verdict"] == "exact" for c in mine)
 
 
-@pytest.mark.parametrize("spec", ["user_kernels:BadBackend", "user_kernels:BadFunctions"])
-def test_a_broken_backend_fails_naming_the_first_mismatch(tmp_path: Path, spec: str) -> None:
-    done = _check(tmp_path, "--backend", spec, "--json", "m.json")
+@pytest.mark.xdist_group("user-backends-bad-run")
+@pytest.mark.parametrize("spec", BAD)
+def test_a_broken_backend_fails_naming_the_first_mismatch(bad_run, spec: str) -> None:
+    done, cells = bad_run
     assert done.returncode == outcome.EXIT_FAIL, done.stdout[-3000:]
-    cell = next(c for c in json.loads((tmp_path / "m.json").read_text())["cells"] if c["op"] == "e2m1.encode")
+    cell = next(c for c in cells if c["backend"] == spec and c["op"] == "e2m1.encode")
     assert cell["verdict"] == "fail" and cell["failures"][0]["first_mismatch"] is not None
-    assert f"FAIL {spec} e2m1.encode" in done.stdout and "expected 0x03, got 0x02" in done.stdout
+    assert "expected 0x03, got 0x02" in _failure_block(done.stdout, f"FAIL {spec} e2m1.encode"), done.stdout[-3000:]
+
+
+def _failure_block(stdout: str, head: str) -> str:
+    """The matrix's lines of one failing cell: its FAIL line and the indented lines under it."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(head))
+    block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("    "):
+            break
+        block.append(line)
+    return "\n".join(block)
 
 
 def test_function_declarations_are_checked_when_made() -> None:
