@@ -167,6 +167,10 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cpu":
         # Before anything imports triton: on the CPU its kernels run under the interpreter.
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Hypothesis keeps its example database outside the caller's directory. Set before the
+    # backends load: a worker restarted after a crash then has the environment the fork server
+    # started under, and forks from it instead of spawning (importing torch again).
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(_cache_dir() / "hypothesis"))
     try:
         return _run(args)
     finally:
@@ -189,8 +193,6 @@ def _run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mxgate-check-") as scratch:
         ini = Path(scratch) / "pytest.ini"
         ini.write_text("[pytest]\n", encoding="utf-8")
-        # Hypothesis keeps its example database outside the caller's directory
-        os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(_cache_dir() / "hypothesis"))
         code = pytest.main(pytest_arguments(args, list(args.backend or ()), str(ini)))
     sys.stdout.flush()
     code = int(code)
