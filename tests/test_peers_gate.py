@@ -50,3 +50,26 @@ def test_onnx_reference_where_onnx_is_installed(matrix: dict) -> None:
     cell = _cell(matrix, "onnx-reference", "e2m1.encode")
     assert cell["verdict"] == "fail" and cell["known_findings"]
     assert "(expected 0x07, got 0x08)" in " ".join(f["reason"] for f in cell["failures"])
+
+
+@pytest.mark.parametrize("backend,env,op,reason", [
+    ("aiter-reference", "MXGATE_AITER_SRC", "mx.quantize", "(expected 0x01, got 0x00)"),
+    ("aiter-reference", "MXGATE_AITER_SRC", "aiter.ref_quant_mxfp4.ceil", "4 of 15 elements differ"),
+    ("microxcaling", "MXGATE_MICROXCALING_SRC", "mx.quantize", "the peer returned inf (bits 0x7f800000)"),
+])
+def test_quick_tier_sees_the_extreme_amax_findings(tmp_path: Path, backend: str, env: str, op: str,
+                                                   reason: str) -> None:
+    """The quick tier's extreme-amax blocks (amax 1..4 x 2^-149, FLT_MAX) reach the known findings
+    that only default-tier vector cases used to show."""
+    import os
+
+    if not os.environ.get(env):
+        pytest.skip(f"{env} names no checkout")
+    args = [sys.executable, "-m", "mxgate", "check", "--tier", "quick", "--backend", backend, "--json", "m.json",
+            "--", "-k", "extreme"]
+    done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    cell = _cell(json.loads((tmp_path / "m.json").read_text()), backend, op)
+    assert cell["verdict"] == "fail" and cell["known_findings"], cell
+    failure = next(f for f in cell["failures"] if "extreme" in f["config"])
+    assert reason in failure["reason"], failure

@@ -42,6 +42,10 @@ KNOWN_FINDINGS.update({
         "log2 of fl(amax / 6): for amax 2^-149, 2^-148 and 3*2^-149 that quotient underflows to 0, log2 gives -inf, "
         "the clamp -127: byte 0x00, below the 0x01 of a zero group and of every larger subnormal amax (profile: "
         "0x01); docs/findings/aiter.md"),
+    ("aiter-reference", OpName.AITER_REF_QUANT_MXFP4_CEIL): (
+        "AITER ref_quant_mxfp4 (Ceil) fills the scale of a group with amax == 0 with 2^-126 (byte 0x01) but takes "
+        "log2 of fl(amax / 4): for amax 2^-149 and 2^-148 that quotient underflows to 0, log2 gives -inf, the clamp "
+        "-127: byte 0x00 (profile: 0x01, as for 3*2^-149 and 4*2^-149); docs/findings/aiter.md"),
     ("aiter-reference", OpName.AITER_F32_TO_MX_E8M0_SCALE_EVEN): (
         "AITER f32_to_mx_e8m0_scale Even adds 0x200000 to the bits: a NaN at or above 0x7FE00000 carries into "
         "the sign bit, becomes -0.0 and gives byte 0x00 (its docstring and the profile: 0xFF); "

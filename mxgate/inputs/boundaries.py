@@ -259,6 +259,29 @@ def scale_blocks() -> np.ndarray:
     return np.stack(rows)
 
 
+# float32 log2 of these rounds to 128 (0x7F7FFFD4 up to FLT_MAX) or stays below it (0x7F7FFFD3)
+LOG2_ROUNDS_TO_128 = (0x7F7FFFD4, 0x7F7FFFD3)
+
+
+def extreme_amax_blocks() -> np.ndarray:
+    """Finite MX blocks [rows, 32] at both ends of float32: amax 1..4 x 2^-149 (where amax / 6
+    or amax / 4 underflows to zero or rounds to the smallest subnormal), and blocks of FLT_MAX,
+    -FLT_MAX and the amax values whose float32 log2 rounds to 128 or just not. Kept apart from scale_blocks: nothing non-finite, so a backend that declares
+    NaN and Inf outside its contract is still judged on them."""
+    rows = []
+    for ulps in (1, 2, 3, 4):
+        row = np.zeros(GROUP, np.float32)
+        row[0], row[1], row[5] = f32([ulps])[0], -f32([max(ulps - 1, 1)])[0], f32([1])[0]
+        rows.append(row)
+        rows.append(-row)
+    for top in (F32_MAX,) + LOG2_ROUNDS_TO_128:
+        amax = f32([top])[0]
+        rows.append(np.full(GROUP, amax))
+        rows.append((np.linspace(-1, 1, GROUP) * np.float64(amax)).astype(np.float32))
+    rows.append(np.full(GROUP, -f32([F32_MAX])[0]))
+    return np.stack(rows)
+
+
 def tie_probe() -> np.ndarray:
     """One MX block [1, 32] whose amax is 6 (scale 2^0 under every policy): each E2M1 midpoint
     of both signs, -0, and small values that round to zero."""
