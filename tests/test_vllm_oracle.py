@@ -195,15 +195,52 @@ def test_compare_verdicts() -> None:
     assert compare_logits(sc, outside, fill=None).verdict == "exact"
 
 
-def test_special_scale_bytes() -> None:
-    """0xFF: the cell is NaN with no finite claim; byte 0 under byte0 'zero' drops the group."""
+def _ones_case(heads: int, tokens: int = 4, rows: int = 2) -> dict:
+    """Ragged inputs whose every code is 1.0 at scale 2^0 and every weight 1: each head's qk
+    is 128, each cell 128 * heads."""
+    return dict(q_fp4=np.full((rows, heads, 64), 0x22, np.uint8), q_e8m0=np.full((rows, heads, 4), 127, np.uint8),
+                k_fp4=np.full((tokens, 64), 0x22, np.uint8), k_e8m0=np.full((tokens, 4), 127, np.uint8),
+                weights=np.ones((rows, heads), np.float32), cu_seqlen_ks=np.zeros(rows, np.int32),
+                cu_seqlen_ke=np.full(rows, tokens, np.int32))
+
+
+def test_byte255_dot_scaled_head_adds_zero() -> None:
+    """heads % 32 == 0 (tl.dot_scaled): a 0xFF byte makes the head's score NaN, and the relu
+    tl.maximum(s, 0.0) (maxnum) makes it +0: the head adds nothing."""
+    k = _ones_case(32)
+    k["k_e8m0"][1, 2] = 0xFF  # token 1: every head NaN -> 0
+    k["q_e8m0"][1, 0, 3] = 0xFF  # row 1, head 0: NaN on every token
+    sc = lv.fp4_ragged_logits_scored(**k)
+    assert sc.value.tolist() == [[4096.0, 0.0, 4096.0, 4096.0], [3968.0, 0.0, 3968.0, 3968.0]]
+    assert sc.emulated.tolist() == sc.value.tolist()
+    assert np.isfinite(sc.bound).all()
+
+
+def test_byte255_software_decode_is_inf() -> None:
+    """heads % 32 != 0 (software decode): 0xFF is exp2(128) = +Inf. Products with a nonzero
+    code are +-Inf, with a +-0 code NaN; relu (maxnum) keeps +Inf and drops NaN and -Inf."""
+    k = _ones_case(16, tokens=5)
+    k["k_e8m0"][1, 0] = 0xFF  # token 1: 32 products +Inf in every head
+    k["k_e8m0"][2, 1] = 0xFF
+    k["k_fp4"][2, 16] = 0x20  # ... token 2: one +0 code in that group: NaN -> 0
+    k["k_e8m0"][3, 2] = 0xFF
+    k["k_fp4"][3, 32] = 0xA2  # ... token 3: one -1.0 code: +Inf + -Inf = NaN -> 0
+    k["k_e8m0"][4, 3] = 0xFF
+    k["k_fp4"][4, 48:64] = 0xAA  # ... token 4: every code -1.0: -Inf -> 0
+    k["weights"][1, 5] = -1.0  # row 1: +Inf * 1 + +Inf * -1 = NaN on token 1
+    sc = lv.fp4_ragged_logits_scored(**k)
+    assert sc.value[0].tolist() == [2048.0, np.inf, 0.0, 0.0, 0.0]
+    assert sc.value[1, 0] == 1792.0 and np.isnan(sc.value[1, 1]) and sc.value[1, 2:].tolist() == [0.0] * 3
+    assert np.array_equal(sc.emulated, sc.value.astype(np.float32), equal_nan=True)
+    assert np.isinf(sc.bound[:, 1]).all() and np.isfinite(sc.bound[:, [0, 2, 3, 4]]).all()
+
+
+def test_byte0_zero_drops_the_group() -> None:
+    """Byte 0 under byte0 'zero' drops the group."""
     case = vc.fp4_ragged_case(SEED + 5, 2, 10, 8)
     k = {n: (a.copy() if isinstance(a, np.ndarray) else a) for n, a in case.kwargs.items()}
-    k["k_e8m0"][3, 1] = 0xFF
     k["cu_seqlen_ks"][:] = 0
     k["cu_seqlen_ke"][:] = 10
-    sc = lv.fp4_ragged_logits_scored(**k)
-    assert np.isnan(sc.value[:, 3]).all() and np.isinf(sc.bound[:, 3]).all()
     k["k_e8m0"][3, 1] = 0
     zero = lv.fp4_ragged_logits_scored(**k, profile="triton-dot-scaled")
     k2 = {n: (a.copy() if isinstance(a, np.ndarray) else a) for n, a in k.items()}

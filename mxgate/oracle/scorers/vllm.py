@@ -26,8 +26,18 @@ summed in ``head_order`` (default "sequential").
 The kernels' own order is not claimed; a backend that differs from it but stays inside the
 bound is "acceptable".
 
-e8m0 byte 0 decodes per the profile (2^-127, or 0 under byte0 "zero"); byte 255 makes the
-cell NaN with no finite bound (the interpreter propagates it, a compiled relu may drop it).
+e8m0 byte 0 decodes per the profile (2^-127, or 0 under byte0 "zero"). Byte 255 (in a group
+of q or of k) makes the head's qk non-finite, and the kernels' relu is ``tl.maximum(scores,
+0.0)``, whose default ``propagate_nan=NONE`` lowers to ``maxnumf`` (the interpreter:
+``np.fmax``): a NaN score becomes +0.0, as -Inf does, and +Inf stays. How the byte decodes
+depends on the path: ``tl.dot_scaled`` (the paged kernel; the ragged one when heads % 32 == 0)
+reads it as NaN, so the head adds relu(NaN) * w_h = 0 * w_h; the ragged kernel's software
+decode (heads % 32 != 0, ``Options.software_decode``) computes exp2(255 - 127) = +Inf, so in a
+group holding it each product is NaN where a code is +-0 and +-Inf elsewhere, and the head's qk
+is NaN (a NaN product, or Infs of both signs: relu 0) or +-Inf (relu +Inf or 0). A cell with a
++Inf head is non-finite: its value is the IEEE float64 evaluation of sum_h relu(qk_h) w_h (no
+finite bound); a head whose finite products alone exceed FLT_MAX beside an Inf one is outside
+what is claimed.
 Cells whose exponent span is too wide for the float64 fast path are computed with Python
 integers (``exact_cells``). The argument checks (``check_fp4_paged``, ``check_fp4_ragged``,
 ``check_fp8_paged``) read only shapes and dtypes of the large arrays.
@@ -61,7 +71,7 @@ from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
 from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, head_sum, pow2_f64, weighted_sum_f64
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
-from mxgate.oracle.xp import device, floats64, ieee_quiet, is_numpy, namespace, table_on, take, to_numpy
+from mxgate.oracle.xp import device, ieee_quiet, is_numpy, namespace, table_on, take, to_numpy
 
 SPAN_FAST = 24  # q' = sum_g I_g 2^(aq + ak) < 4 * 4608 * 2^24 < 2^39: exact in float64
 A_BITS = 39
@@ -69,7 +79,6 @@ CELLS_PER_CHUNK = 1 << 18  # (row, head, token) cells per chunk
 # another namespace's pass holds whole chunks, up to this many cells: each [G, R, H, Tc] float64
 # temporary is 128 MB, and a GPU would spend thousands of small passes on a production call
 DEVICE_CELLS = 1 << 22
-_NAN64 = 0x7FF8000000000000  # np.nan, the value of a 0xFF cell (built from bits on every device)
 LAYOUT = _layouts.get("vllm-fp4-indexer-k")
 
 
@@ -205,7 +214,8 @@ def fp4_ragged_logits_scored(q_fp4: np.ndarray, q_e8m0: np.ndarray, k_fp4: np.nd
         sel = xp.asarray(live, device=dev)
         _score_rows(e2m1.unpack_nibbles(q_fp4[sel]), q_e8m0[sel], weights[sel], e2m1.unpack_nibbles(k_fp4), k_e8m0,
                     call.start[live], call.end[live], live, res,
-                    Options(head_order, bound_model, emulate, _profiles.get(profile)))
+                    Options(head_order, bound_model, emulate, _profiles.get(profile),
+                            software_decode=call.heads % 32 != 0))
     return res.scored(bound_model)
 
 
@@ -308,6 +318,7 @@ class Options:
     bound_model: str
     emulate: bool
     profile: _profiles.Profile
+    software_decode: bool = False  # byte 255 -> +Inf (the ragged kernel without tl.dot_scaled), else NaN
 
     def __post_init__(self) -> None:
         v.choice(self.head_order, "head_order", HEAD_ORDERS)
@@ -423,8 +434,12 @@ def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: An
     J = xp.stack([xp.reshape(ar.exact_matmul(xp.reshape(xp.abs(nq[:, :, g]), (R * H, GROUP)), xp.abs(nk[:, g]).T),
                              (R, H, Tc)) for g in range(ROW_GROUPS)])
     span = xp.max(aq, axis=2)[:, :, None] + xp.max(ak, axis=1)[None, None, :]  # [R, H, Tc]
-    nan_cell = xp.any(q_nan, axis=2)[:, :, None] | xp.any(k_nan, axis=1)[None, None, :]
-    fast = (span <= SPAN_FAST) & ~nan_cell
+    # a head with a 0xFF byte: relu drops its NaN or -Inf (qk 0 below), keeps +Inf (plus_inf)
+    special = xp.any(q_nan, axis=2)[:, :, None] | xp.any(k_nan, axis=1)[None, None, :]
+    plus_inf = _plus_inf_heads(nq, q_nan, nk, k_nan, special) if opts.software_decode else None
+    I = xp.where(special[None], 0.0, I)
+    J = xp.where(special[None], 0.0, J)
+    fast = span <= SPAN_FAST
     qp = xp.zeros((R, H, Tc), dtype=xp.float64, device=dev)  # q' = qk * 2^-(lq + lk - 2), an exact integer on fast cells
     for g in range(ROW_GROUPS):
         qp += I[g] * pow2_f64(xp.clip(aq[:, :, g, None] + ak[None, None, :, g], max=SPAN_FAST))
@@ -440,9 +455,14 @@ def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: An
     slow_value = None
     if sr.shape[0]:
         slow_qk32, slow_qk, slow_value = exact_cells(*(to_numpy(a) for a in (
-            I[:, sr, :, st], aq[sr], lq[sr], ak[st], lk[st], q_nan[sr], k_nan[st], w[sr])))
+            I[:, sr, :, st], aq[sr], lq[sr], ak[st], lk[st], w[sr])))
         qk32[sr, :, st] = xp.asarray(slow_qk32, device=dev)
         qk[sr, :, st] = xp.asarray(slow_qk, device=dev)
+    inf_cell = xp.zeros((R, Tc), dtype=xp.bool, device=dev)
+    if plus_inf is not None:
+        qk = xp.where(plus_inf, np.inf, qk)
+        qk32 = xp.where(plus_inf, np.float32(np.inf), qk32)
+        inf_cell = xp.any(plus_inf, axis=1)
     # ---- exact value: sum_h relu(q') * w_h * 2^(lq_h - 2), then * 2^lk
     a = xp.where(fast & (qp > 0), qp, 0.0)
     y = weighted_sum_f64(a, A_BITS, mw, fw + lq - 2)  # [R, Tc]
@@ -450,14 +470,15 @@ def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: An
     if slow_value is not None:
         value[sr, st] = xp.asarray(slow_value, device=dev)
     bad_w = ~xp.all(wfin, axis=1)
-    bad_rows = np.flatnonzero(to_numpy(bad_w))
-    if bad_rows.size:  # non-finite weights: IEEE float64 of the exact pieces, on the host
-        sel = xp.asarray(bad_rows, device=dev)
+    ieee = bad_w[:, None] | inf_cell  # cells valued by IEEE float64 of the exact pieces, on the host
+    ieee_rows = np.flatnonzero(to_numpy(xp.any(ieee, axis=1)))
+    if ieee_rows.size:  # non-finite weights (the whole row), +Inf heads (their cells)
+        sel = xp.asarray(ieee_rows, device=dev)
         qk_bad, w_bad = to_numpy(qk[sel]), to_numpy(w[sel])
         for a0 in range(0, Tc, piece):
             b0 = min(a0 + piece, Tc)
             host = nonfinite_weight_values(np.ascontiguousarray(qk_bad[:, :, a0:b0]), w_bad)
-            value[sel, a0:b0] = xp.asarray(host, device=dev)
+            value[sel, a0:b0] = xp.where(ieee[sel, a0:b0], xp.asarray(host, device=dev), value[sel, a0:b0])
     # ---- bound
     r_h = xp.where(xp.isfinite(qk), xp.maximum(qk, 0.0), 0.0)
     delta = _delta(opts.bound_model, qk, dabs, gabs)
@@ -465,10 +486,8 @@ def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: An
     with ieee_quiet(xp):
         bound = ar.decode_bound(R=ar.weighted_heads(wabs, r_h), D=ar.weighted_heads(wabs, delta),
                                 rho=ar.sum_heads(r_h), Delta=ar.sum_heads(delta), value=value, ws=1.0, heads=H)
-    nan_any = xp.any(nan_cell, axis=1)
-    no_claim = nan_any | bad_w[:, None] | ~xp.isfinite(value)
+    no_claim = bad_w[:, None] | ~xp.isfinite(value)
     bound = xp.where(no_claim, np.inf, bound)
-    value = xp.where(nan_any, floats64(xp.full(value.shape, _NAN64, dtype=xp.int64, device=dev)), value)
     # ---- emulated order
     emu = None
     if opts.emulate:
@@ -483,24 +502,47 @@ def _chunk(nq: Any, q_exp: Any, aq: Any, lq: Any, q_nan: Any, nk: Any, k_exp: An
     return value, bound, emu
 
 
+def _plus_inf_heads(nq: Any, q_nan: Any, nk: Any, k_nan: Any, special: Any) -> Any:
+    """The software decode's +Inf heads [R, H, Tc]: in every group holding a 0xFF byte (q's or
+    k's, decoded as +Inf) each of the 32 products is NaN where a code is +-0 and +-Inf
+    elsewhere; qk is +Inf when no such product is NaN or -Inf and one is +Inf. nq [R, H, G, 32],
+    nk [Tc, G, 32] (the codes' values, byte-0 groups zeroed), q_nan [R, H, G], k_nan [Tc, G]."""
+    xp = namespace(nq, nk)
+    R, H = nq.shape[:2]
+    Tc = nk.shape[0]
+    nan = pos = neg = xp.zeros((R, H, Tc), dtype=xp.bool, device=device(nq))
+
+    def dots(a: Any, b: Any, g: int) -> Any:  # counts of dims where both masks hold [R, H, Tc]
+        return xp.reshape(ar.exact_matmul(xp.reshape(a[:, :, g], (R * H, GROUP)), b[:, g].T), (R, H, Tc))
+
+    for g in range(ROW_GROUPS):
+        inf_group = q_nan[:, :, g, None] | k_nan[None, None, :, g]
+        both = dots(nq != 0, nk != 0, g)
+        same = dots(nq > 0, nk > 0, g) + dots(nq < 0, nk < 0, g)
+        nan = nan | (inf_group & (both < GROUP))
+        pos = pos | (inf_group & (same > 0))
+        neg = neg | (inf_group & (both - same > 0))
+    return special & ~nan & pos & ~neg
+
+
 def emulate_heads(qk32: Any, w: Any, head_order: str) -> Any:
-    """The emulated order's head sum from fl32(qk) [R, H, T] and the weights [R, H]: relu
-    (NaN kept, -0 -> +0), p = fl(relu * w), heads summed in ``head_order`` -> float32 [R, T].
+    """The emulated order's head sum from fl32(qk) [R, H, T] and the weights [R, H]: relu as
+    maxnum (NaN -> +0, -0 -> +0), p = fl(relu * w), heads summed in ``head_order`` -> float32 [R, T].
     A NaN cell's payload is NumPy's on the host's arrays (which NaN x86 NumPy propagates
     depends on the array's shape: a vector loop body or its scalar tail, not only the cell)."""
     xp = namespace(qk32, w)
     with ieee_quiet(xp):
-        relu = xp.where(xp.isnan(qk32), qk32, xp.maximum(qk32, 0.0) + 0.0)
+        relu = xp.where(xp.isnan(qk32), 0.0, xp.maximum(qk32, 0.0) + 0.0)
         return head_sum(xp.astype(relu * w[:, :, None], xp.float32), head_order)
 
 
 def nonfinite_weight_values(qk: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The value of rows with a non-finite weight: the IEEE float64 evaluation of
-    sum_h relu(qk_h) w_h (NaN qk kept), heads left to right -> float64 [R, T]; qk float64
+    sum_h relu(qk_h) w_h (relu as maxnum: NaN -> 0), heads left to right -> float64 [R, T]; qk float64
     [R, H, T], w float32 [R, H]. Host arrays, a chunk at a time (the NaN payloads depend on
     the arrays' shape, as in ``emulate_heads``)."""
     with np.errstate(all="ignore"):
-        return ar.sum_heads(np.where(np.isnan(qk), qk, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64))
+        return ar.sum_heads(np.where(np.isnan(qk), 0.0, np.maximum(qk, 0.0)) * w[:, :, None].astype(np.float64))
 
 
 def _delta(model: str, qk: Any, dabs: Any, gabs: Any) -> Any:
@@ -517,38 +559,29 @@ def _delta(model: str, qk: Any, dabs: Any, gabs: Any) -> Any:
     return xp.where(xp.isfinite(d), d, 0.0)
 
 
-def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray, q_nan: np.ndarray,
-                k_nan: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (row, token) cells off the float64 fast path (a group-exponent span above SPAN_FAST,
-    or a 0xFF scale byte), with Python integers. Per cell c: I [c, G, H] integer group dots,
-    aq [c, H, G], lq [c, H], ak [c, G], lk [c], q_nan [c, H, G], k_nan [c, G], w [c, H].
-    -> (fl32(qk) [c, H], fl64(qk) [c, H] (NaN for a 0xFF byte), value [c] (NaN if any head is
-    NaN)). Host arrays (the scorer hands over only these cells)."""
+def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray,
+                w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (row, token) cells off the float64 fast path (a group-exponent span above SPAN_FAST),
+    with Python integers. Per cell c: I [c, G, H] integer group dots (0 for a head with a 0xFF
+    byte), aq [c, H, G], lq [c, H], ak [c, G], lk [c], w [c, H]. -> (fl32(qk) [c, H], fl64(qk)
+    [c, H], value [c]). Host arrays (the scorer hands over only these cells)."""
     n, _, H = I.shape
     qk32 = np.empty((n, H), np.float32)
     qk = np.empty((n, H))
     value = np.empty(n)
     for c in range(n):
-        exact = _slow_qk(I[c], aq[c], lq[c], ak[c], lk[c], q_nan[c], k_nan[c])
+        exact = _slow_qk(I[c], aq[c], lq[c], ak[c], lk[c])
         for h, x in enumerate(exact):
-            if x is None:
-                qk32[c, h], qk[c, h] = np.nan, np.nan
-            else:
-                qk32[c, h] = _f32_of_fraction(x)
-                qk[c, h] = float(x)
+            qk32[c, h] = _f32_of_fraction(x)
+            qk[c, h] = float(x)
         value[c] = _slow_value(exact, w[c])
     return qk32, qk, value
 
 
-def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray, q_nan: np.ndarray,
-             k_nan: np.ndarray) -> list[Fraction | None]:
-    """Exact qk of every head of one (row, token) cell: I [G, H] integer group dots; None for
-    NaN (a 0xFF scale byte in a group of q or k)."""
-    out: list[Fraction | None] = []
+def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray) -> list[Fraction]:
+    """Exact qk of every head of one (row, token) cell: I [G, H] integer group dots."""
+    out: list[Fraction] = []
     for h in range(I.shape[1]):
-        if q_nan[h].any() or k_nan.any():
-            out.append(None)
-            continue
         total = Fraction(0)
         for g in range(ROW_GROUPS):
             total += int(I[g, h]) * Fraction(2) ** int(aq[h, g] + ak[g] + lq[h] + lk - 2)
@@ -556,9 +589,7 @@ def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: 
     return out
 
 
-def _slow_value(qks: list[Fraction | None], w: np.ndarray) -> float:
-    if any(x is None for x in qks):
-        return float("nan")
+def _slow_value(qks: list[Fraction], w: np.ndarray) -> float:
     total = Fraction(0)
     for x, wh in zip(qks, w):
         if x > 0 and np.isfinite(wh):
