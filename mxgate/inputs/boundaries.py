@@ -282,6 +282,32 @@ def extreme_amax_blocks() -> np.ndarray:
     return np.stack(rows)
 
 
+def mx_e4m3fn_blocks() -> np.ndarray:
+    """MXFP8 blocks [rows, 32]: the scale boundary and extreme-amax blocks, then blocks at
+    E4M3FN's own edges: amax 448 and 512 and their float32 neighbours (where floor and rceil
+    part), every E4M3 midpoint at scale 2^0, zero and -0 blocks with one tiny element, and NaN
+    and Inf blocks with elements of both signs."""
+    rows = list(scale_blocks()) + list(extreme_amax_blocks())
+    spread = np.linspace(-1, 1, GROUP)
+    for top in (448.0, 512.0, 464.0, 480.0, 8.0, 1.75 * 2.0**-120, 448.0 * 2.0**-127):
+        for b in (bit(top) - 1, bit(top), bit(top) + 1):
+            rows.append((spread * np.float64(f32([b])[0])).astype(np.float32))
+    codes = oracle.decode_e4m3(np.arange(127, dtype=np.uint8), "fn").astype(np.float64)
+    mids = ((codes[:-1] + codes[1:]) / 2).astype(np.float32)  # exact in float32
+    body = np.concatenate([mids, -mids])
+    body = np.concatenate([body, np.zeros(-body.size % (GROUP - 1), np.float32)]).reshape(-1, GROUP - 1)
+    rows += list(np.concatenate([np.full((body.shape[0], 1), 448.0, np.float32), body], axis=1))  # amax 448: 2^0
+    for zero in (0.0, -0.0):
+        row = np.full(GROUP, zero, np.float32)
+        row[7] = f32([1])[0]
+        rows.append(row)
+    for special in (F32_INF, F32_INF | SIGN, 0x7FC00000, 0xFFC00000, 0x7F800001):
+        row = np.linspace(-3, 3, GROUP, dtype=np.float32)
+        row[4], row[9] = f32([special])[0], f32([special ^ SIGN])[0]
+        rows.append(row)
+    return np.stack(rows).astype(np.float32)
+
+
 def tie_probe() -> np.ndarray:
     """One MX block [1, 32] whose amax is 6 (scale 2^0 under every policy): each E2M1 midpoint
     of both signs, -0, and small values that round to zero."""

@@ -27,6 +27,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
+from mxgate.oracle.block_element import E2M1, E4M3FN, BlockElement
 from mxgate.oracle.profiles import Profile
 from mxgate.oracle.profiles import get as _get_profile
 
@@ -423,13 +424,41 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
         return _encode_e2m1_value(Fraction(0), sign, p)
     if f32_is_inf(x_bits):
         return _e2m1_inf_code(sign, p)
-    divisor = pow2(e8m0_byte - 127)
-    if e8m0_byte == 0:
-        divisor = {"pow2": pow2(-127), "min_normal": pow2(-126), "one": Fraction(1)}[getattr(p, "scale0_divisor", "pow2")]
-    q = f32_to_fraction(x_bits) / divisor
+    q = f32_to_fraction(x_bits) / _e8m0_divisor(e8m0_byte, p)
     if quotient == "f32":
         return encode_e2m1(fraction_to_f32_bits(q, negative_zero=bool(sign)), p)
     return _encode_e2m1_value(q, sign, p)
+
+
+def _e8m0_divisor(e8m0_byte: int, p: Profile) -> Fraction:
+    """What a finite element is divided by under a byte below 255: 2^(byte - 127), and for byte 0
+    profile.scale0_divisor's 2^-127 (pow2), 2^-126 (min_normal) or 1 (one)."""
+    if e8m0_byte == 0:
+        return {"pow2": pow2(-127), "min_normal": pow2(-126), "one": Fraction(1)}[getattr(p, "scale0_divisor", "pow2")]
+    return pow2(e8m0_byte - 127)
+
+
+def scaled_f32_bits(x_bits: int, e8m0_byte: int, profile: str | Profile) -> int:
+    """float32 bits of x divided by the block scale 2^(byte - 127), rounded to float32 (+-Inf
+    past its range), with encode_e2m1_scaled's rules for NaN, Inf, byte 0 and byte 255."""
+    _check_u32(x_bits, "x_bits")
+    _check_code(e8m0_byte, 256, "e8m0_byte")
+    p = _get_profile(profile)
+    if f32_is_nan(x_bits):
+        return x_bits | F32_QUIET
+    nan_scale = getattr(p, "nan_scale", "exponent")
+    if e8m0_byte == 0xFF and nan_scale == "nan":
+        return F32_CANONICAL_NAN
+    sign = f32_sign(x_bits) << 31
+    if e8m0_byte == 0xFF and nan_scale == "inf":  # x / +Inf
+        return F32_X86_DEFAULT_NAN if f32_is_inf(x_bits) else sign
+    if f32_is_inf(x_bits):
+        return x_bits
+    divisor = pow2(128) if e8m0_byte == 0xFF else _e8m0_divisor(e8m0_byte, p)
+    q = f32_to_fraction(x_bits) / divisor
+    if abs(q) >= pow2(128) - pow2(103):  # rounds past FLT_MAX (2^128 - 2^104) to +-Inf
+        return sign | F32_INF
+    return fraction_to_f32_bits(q, negative_zero=bool(sign))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -613,31 +642,33 @@ def ceil_pow2_field(v_bits: int) -> int:
     return field
 
 
-def _amax_over_6(amax: Fraction, arithmetic: str) -> Fraction:
+def _amax_over_max(amax: Fraction, arithmetic: str, element: BlockElement) -> Fraction:
+    top = int(element.max_value)
     if arithmetic == "reciprocal":
-        return fl32(amax * fl32_one_over(6))
+        return fl32(amax * fl32_one_over(top))
     if arithmetic == "divide":
-        return fl32(amax / 6)
+        return fl32(amax / top)
     raise ValueError(f"unknown scale_arithmetic {arithmetic!r}")
 
 
-def _even_biased(amax_bits: int) -> int | None:
-    """SPEC 3.2 even: (bits(amax) + 0x200000) & 0xFF800000 (amax's mantissa rounded to one bit,
-    half up), then floor log2, minus 2. None for a result of 0 (log2 = -inf)."""
-    r = (amax_bits + 0x200000) & 0xFF800000
+def _even_biased(amax_bits: int, element: BlockElement) -> int | None:
+    """SPEC 3.2 even: (bits(amax) + 2^(22 - mbits)) & 0xFF800000 (amax's mantissa rounded to the
+    element's mantissa bits, half up), then floor log2, minus emax. None for a result of 0
+    (log2 = -inf)."""
+    r = (amax_bits + element.even_round_bit) & 0xFF800000
     field = (r >> 23) & 0xFF
     if field == 0xFF:  # rounded up into the Inf pattern
         return 0xFF
     if field == 0:
         return None
-    return field - 2
+    return field - element.emax
 
 
-def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None) -> int | None:
+def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None, element: BlockElement) -> int | None:
     """Biased exponent before clamping; None stands for -inf (log2 of 0)."""
     policy = p.scale_policy
     if policy in ("rceil", "rceil_log2f", "rceil_exact"):
-        v = _amax_over_6(amax, p.scale_arithmetic)
+        v = _amax_over_max(amax, p.scale_arithmetic, element)
         if floor_value is not None and p.floor_where == "after":
             v = max(v, floor_value)
         if policy == "rceil":
@@ -651,18 +682,19 @@ def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None) -> 
     if amax == 0:
         return None
     if policy == "floor":
-        return floor_log2(amax) - 2 + 127
+        return floor_log2(amax) - element.emax + 127
     if policy == "floor_log2f":  # floor of a correctly rounded log2f
-        return math.floor(log2f_value(amax)) - 2 + 127
+        return math.floor(log2f_value(amax)) - element.emax + 127
     if policy == "ceil":
-        return ceil_pow2_field(fraction_to_f32_bits(amax)) - 2
+        return ceil_pow2_field(fraction_to_f32_bits(amax)) - element.emax
     if policy == "even":
-        return _even_biased(fraction_to_f32_bits(amax))
+        return _even_biased(fraction_to_f32_bits(amax), element)
     raise ValueError(f"unknown scale_policy {policy!r}")
 
 
-def e8m0_scale(amax_bits_f32: int, profile: str | Profile) -> int:
-    """The e8m0 byte of a block whose amax has float32 bits `amax_bits_f32`.
+def e8m0_scale(amax_bits_f32: int, profile: str | Profile, element: BlockElement = E2M1) -> int:
+    """The e8m0 byte of a block of `element` values whose amax has float32 bits `amax_bits_f32`
+    (the element's largest value and its power of two: 6 and 2^2 for E2M1, 448 and 2^8 for E4M3FN).
 
     amax's sign bit is ignored (it is a magnitude). A NaN/Inf amax gives the exponent field
     0xFF: returned as is (profile.special_scale "nan_byte") or clamped like any other
@@ -678,7 +710,7 @@ def e8m0_scale(amax_bits_f32: int, profile: str | Profile) -> int:
         if special in ("satfinite", "inf_field") and not f32_is_nan(a):
             if special == "satfinite":
                 return 0xFE  # cvt.rp.satfinite: the largest finite e8m0
-            return 0xFF - 2 if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
+            return 0xFF - element.emax if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
         if special != "clamped" or p.exp_clamp is None:
             return 0xFF
         return min(max(0xFF, p.exp_clamp[0]), p.exp_clamp[1])
@@ -687,7 +719,7 @@ def e8m0_scale(amax_bits_f32: int, profile: str | Profile) -> int:
     has_v = p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact")
     if floor_value is not None and (p.floor_where == "before" or not has_v):
         amax = max(amax, floor_value)
-    biased = _policy_biased(amax, p, floor_value)
+    biased = _policy_biased(amax, p, floor_value, element)
     if biased is None:
         biased = -(1 << 30)  # -inf: below any clamp
     if p.exp_clamp is not None:
@@ -826,6 +858,15 @@ def quantize_mx_block(x_bits: list[int], profile: str | Profile, quotient: Quoti
     ignore_nan = getattr(_get_profile(profile), "amax_nan", "propagate") == "ignore"
     byte = e8m0_scale(block_amax_bits(x_bits, ignore_nan), profile)
     return [encode_e2m1_scaled(b, byte, profile, quotient) for b in x_bits], byte
+
+
+def quantize_mx_e4m3fn_block(x_bits: list[int], profile: str | Profile) -> tuple[list[int], int]:
+    """One MXFP8 block: (e4m3fn codes per element, e8m0 byte) under a profile: the byte from the
+    amax with E4M3FN's 448 and 2^8, each element divided by the scale in float32, then encoded
+    saturating (beyond +-448 and +-Inf to +-448, NaN keeps its sign)."""
+    ignore_nan = getattr(_get_profile(profile), "amax_nan", "propagate") == "ignore"
+    byte = e8m0_scale(block_amax_bits(x_bits, ignore_nan), profile, E4M3FN)
+    return [encode_e4m3(scaled_f32_bits(b, byte, profile), "fn", "saturate") for b in x_bits], byte
 
 
 def pack_nibbles(codes: list[int]) -> list[int]:

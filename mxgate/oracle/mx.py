@@ -1,4 +1,5 @@
-"""MX block quantization: groups of ``group`` float32 -> packed E2M1 codes + one e8m0 byte."""
+"""MX block quantization: groups of ``group`` float32 -> packed E2M1 codes (MXFP4) or e4m3fn
+codes (MXFP8) + one e8m0 byte."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.parallel import run_blocks, scratch
 from mxgate.oracle.arguments import as_float32, as_uint8, check_group
 from mxgate.oracle.bits import ABS32, EXP32
+from mxgate.oracle.block_element import E4M3FN
 from mxgate.oracle.formats import e2m1
+from mxgate.oracle.formats.e4m3 import encode_e4m3
 from mxgate.oracle.formats.e8m0 import decode_e8m0
 from mxgate.oracle.scales import e8m0_scale, e8m0_scale_of_bits
 from mxgate.oracle.xp import ABS, EXP, bits, device, floats, is_numpy, namespace, table_on, take, x86_nan
@@ -70,12 +73,43 @@ def _quantize_mx(x32: Any, p: _profiles.Profile, group: int) -> tuple[Any, Any]:
     if groups.shape[0] == 0:
         empty = xp.empty((0,), dtype=xp.uint8, device=device(x32))
         return xp.reshape(empty, lead + (n // 2,)), xp.reshape(empty, lead + (n // group,))
+    scales = e8m0_scale(_group_amax(groups, p), p)
+    codes = e2m1.encode_e2m1(groups, p, scale=scales[:, None])
+    return xp.reshape(e2m1.pack_nibbles(codes), lead + (n // 2,)), xp.reshape(scales, lead + (n // group,))
+
+
+def _group_amax(groups: Any, p: _profiles.Profile) -> Any:
+    """float32 max |x| per row of groups [rows, group]; a NaN makes it NaN unless amax_nan ignores it."""
+    xp = namespace(groups)
     magnitude = bits(groups) & ABS
     if p.amax_nan == "ignore":
         magnitude = xp.where(magnitude > EXP, 0, magnitude)
-    scales = e8m0_scale(floats(xp.max(magnitude, axis=1)), p)
-    codes = e2m1.encode_e2m1(groups, p, scale=scales[:, None])
-    return xp.reshape(e2m1.pack_nibbles(codes), lead + (n // 2,)), xp.reshape(scales, lead + (n // group,))
+    return floats(xp.max(magnitude, axis=1))
+
+
+def quantize_mx_e4m3fn(x: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> tuple[Any, Any]:
+    """MXFP8: x [..., N] (float32 or bf16) -> (e4m3fn codes uint8 [..., N], e8m0 uint8 [..., N/group]).
+
+    Each group's scale follows the profile's policy from the group's amax with E4M3FN's largest
+    value 448 = 1.75 * 2^8 (where E2M1 has 6 = 1.5 * 2^2); each element is divided by the scale
+    in float32 as quantize_mx divides (scale0_divisor, nan_scale) and encoded saturating:
+    beyond +-448 and +-Inf to +-448, NaN keeps its sign (OCP MX v1.0 section 6.3 clamps).
+    """
+    p = _profiles.get(profile)
+    x32 = as_float32(x, "x")
+    if x32.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    group = check_group(x32.shape[-1], group, "x")
+    xp = namespace(x32)
+    lead, n = tuple(x32.shape[:-1]), x32.shape[-1]
+    groups = xp.reshape(x32, (-1, group))
+    if groups.shape[0] == 0:
+        empty = xp.empty((0,), dtype=xp.uint8, device=device(x32))
+        return xp.reshape(empty, lead + (n,)), xp.reshape(empty, lead + (n // group,))
+    with np.errstate(invalid="ignore"):  # a NaN amax or Inf / Inf: NaN by design
+        scales = e8m0_scale(_group_amax(groups, p), p, element=E4M3FN)
+        codes = encode_e4m3(e2m1.scaled_by_e8m0(groups, scales[:, None], p), "fn", saturate=True)
+    return xp.reshape(codes, lead + (n,)), xp.reshape(scales, lead + (n // group,))
 
 
 class _Plan:

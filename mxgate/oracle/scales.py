@@ -15,11 +15,11 @@ import numpy as np
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.arguments import as_float32, choice, real
+from mxgate.oracle.block_element import E2M1, BlockElement
 from mxgate.oracle.bits import ABS32
 from mxgate.oracle.xp import (ABS, EXP, MANT, bits, device, i32, is_numpy, namespace, pow2_f32, srl, table_on,
                               take, x86_nan)
 
-RECIP_6 = np.float32(1.0) / np.float32(6.0)  # fl(1/6) = 0x3E2AAAAB
 _MIN_K = -149  # log2 of the smallest float32 subnormal
 _MAX_K = 127
 
@@ -162,8 +162,9 @@ def _f32_op(xp: Any, result: Any, *operands: Any) -> Any:
     return np.asarray(result, dtype=np.float32) if is_numpy(xp) else x86_nan(result, *operands)
 
 
-def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
-    """e8m0 byte per block from its amax (float32 >= 0; NaN and Inf give 0xFF) under the profile."""
+def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950", *, element: BlockElement = E2M1) -> Any:
+    """e8m0 byte per block from its amax (float32 >= 0; NaN and Inf give 0xFF) under the profile,
+    for blocks of ``element`` (E2M1 by default; E4M3FN for MXFP8: 448 and 2^8 where E2M1 has 6 and 2^2)."""
     p = _profiles.get(profile)
     a = as_float32(amax, "amax")
     xp = namespace(a)
@@ -176,9 +177,9 @@ def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
     special = ~xp.isfinite(a)
     if p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact"):
         if p.scale_arithmetic == "reciprocal":
-            v = a * _const(xp, RECIP_6, a)
+            v = a * _const(xp, np.float32(1.0) / np.float32(element.max_value), a)
         else:
-            v = a / _const(xp, 6.0, a)
+            v = a / _const(xp, element.max_value, a)
         if is_numpy(xp):
             v = np.asarray(v, dtype=np.float32)
         if p.amax_floor is not None and p.floor_where == "after":
@@ -199,16 +200,16 @@ def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
         nonzero = (u & ABS) != 0
         if p.scale_policy == "floor":
             safe = xp.where(nonzero, u, 0x3F800000)
-            biased = xp.where(nonzero, _floor_log2_biased(safe), 0) - 2
+            biased = xp.where(nonzero, _floor_log2_biased(safe), 0) - element.emax
         elif p.scale_policy == "floor_log2f":
             safe = xp.where(nonzero & ~special, u, 0x3F800000)
-            biased = xp.where(nonzero, _floor_log2f_bits(safe) + 127, 0) - 2
+            biased = xp.where(nonzero, _floor_log2f_bits(safe) + 127, 0) - element.emax
         elif p.scale_policy == "ceil":
-            biased = _ceil_pow2_biased(u) - 2
-        else:  # even: round amax's mantissa to one bit (FP4), then floor
-            rounded = (u + 0x200000) & i32(0xFF800000)  # int32 wraps as the uint32 sum does
+            biased = _ceil_pow2_biased(u) - element.emax
+        else:  # even: round amax's mantissa to the element's mantissa bits, then floor
+            rounded = (u + element.even_round_bit) & i32(0xFF800000)  # int32 wraps as the uint32 sum does
             field = xp.astype(srl(rounded, 23) & 0xFF, xp.int64)
-            biased = xp.where(field == 0xFF, 0xFF, field - 2)  # rounding up into Inf: no scale fits
+            biased = xp.where(field == 0xFF, 0xFF, field - element.emax)  # rounding up into Inf: no scale fits
     # A NaN or Inf amax is the exponent field 0xFF under every policy (SPEC 3.4): the byte 0xFF,
     # which only a "clamped" profile's exp_clamp then moves (as the exact model has it).
     biased = xp.clip(xp.where(special, 0xFF, biased), 0, 0xFF)
@@ -217,15 +218,15 @@ def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950") -> Any:
     if p.special_scale == "nan_byte":
         biased = xp.where(special, 0xFF, biased)
     elif p.special_scale in ("satfinite", "inf_field"):
-        biased = xp.where(xp.isnan(a), 0xFF, xp.where(xp.isinf(a), _inf_byte(p), biased))
+        biased = xp.where(xp.isnan(a), 0xFF, xp.where(xp.isinf(a), _inf_byte(p, element), biased))
     return xp.astype(xp.asarray(biased), xp.uint8)
 
 
-def _inf_byte(p: _profiles.Profile) -> int:
+def _inf_byte(p: _profiles.Profile, element: BlockElement = E2M1) -> int:
     """The byte of an Inf amax under special_scale satfinite or inf_field (SPEC 3.4)."""
     if p.special_scale == "satfinite":
         return 0xFE  # the largest finite e8m0
-    return 0xFF - 2 if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
+    return 0xFF - element.emax if p.scale_policy in ("floor", "floor_log2f", "ceil") else 0xFF
 
 
 _HALF = 1 << 16  # patterns per table range: one per value of the top 16 bits
