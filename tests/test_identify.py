@@ -35,7 +35,7 @@ import identify_kernels  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN and Inf probes, in the oracle's threads
 
 # backend -> the ops identified in this test (every op it implements that identify probes and
-# that runs on the CPU, sglang's writers but one left out for time)
+# that runs on the CPU, sglang's writers but one and vLLM's scorers left out for time)
 BUILT_IN = {
     "oracle": None,
     "ml_dtypes": None,
@@ -45,6 +45,7 @@ BUILT_IN = {
     "triton-mxfp": None,
     "sglang-triton": ["fp4_indexer.quantize", "sglang-page68.store"],
     "sglang-triton-rne": ["fp4_indexer.quantize"],
+    "vllm-triton": ["vllm.indexer_q_mxfp4", "vllm-fp4-indexer-k.store"],  # needs MXGATE_VLLM_SRC
 }
 _RESULTS: dict[str, object] = {}
 

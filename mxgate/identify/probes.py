@@ -14,6 +14,7 @@ from mxgate.inputs import boundaries
 from mxgate.inputs.bits import F32_INF, NAN_PAYLOADS, SIGN, bf16_patterns, bit, f32, is_nan_bits, pow2_bits
 from mxgate.oracle.formats.e2m1 import MAGNITUDES, MIDPOINTS
 from mxgate.oracle.geometry import GROUP
+from mxgate.oracle.ops.quant_vllm import K_DOMAIN
 
 SEED = 0x1D25  # issue 25: the random parts of every pool
 _ULPS = (-3, -2, -1, 0, 1, 2, 3)
@@ -176,6 +177,16 @@ def mx_blocks(amax: np.ndarray | None = None) -> np.ndarray:
     return blocks[np.sort(first)].view(np.float32)
 
 
+@cache
+def rms_blocks() -> np.ndarray:
+    """The blocks of ``mx_blocks`` inside AITER's fused RMSNorm quantizer contract
+    (``boundaries.in_rms_contract``: what an identity RMSNorm cannot carry exactly set to +0),
+    duplicates dropped."""
+    blocks = boundaries.in_rms_contract(mx_blocks()).view(np.uint32)
+    _, first = np.unique(blocks, axis=0, return_index=True)
+    return blocks[np.sort(first)].view(np.float32)
+
+
 _BF16_MANTISSAS = (0, 1, 2, 0x3F, 0x40, 0x41, 0x5F, 0x60, 0x61, 0x7E, 0x7F)
 
 
@@ -200,6 +211,26 @@ def bf16_blocks() -> np.ndarray:
     return bits[np.sort(first)]
 
 
+@cache
+def bf16_k_domain_blocks() -> np.ndarray:
+    """The blocks of ``bf16_blocks`` inside vLLM's K insert contract (every value 0 or finite
+    with 2^-60 <= |x| < 2^36, where its front end is an exact identity: ``quant_vllm.K_DOMAIN``)."""
+    blocks = bf16_blocks()
+    a = np.abs(oracle.bf16_to_f32(blocks).astype(np.float64))
+    inside = np.isfinite(a) & ((a == 0) | ((a >= K_DOMAIN[0]) & (a < K_DOMAIN[1])))
+    return blocks[inside.all(axis=1)]
+
+
+@cache
+def bf16_normal_blocks() -> np.ndarray:
+    """The blocks of ``bf16_blocks`` without a bf16 subnormal (for vLLM's Q kernel: Triton 3.9's
+    interpreter widens bf16 subnormals wrongly, docs/findings/vllm.md section 4, so their bytes
+    would tell of the interpreter, not of the kernel)."""
+    blocks = bf16_blocks()
+    subnormal = ((blocks & np.uint16(0x7F80)) == 0) & ((blocks & np.uint16(0x7F)) != 0)
+    return blocks[~subnormal.any(axis=1)]
+
+
 def random_sample(n_cases: int, count: int) -> np.ndarray:
     """Seeded indices of ``count`` cases among ``n_cases`` (the unselected part sent anyway, so
     that bytes no candidate field explains are seen outside the separating probes too)."""
@@ -207,5 +238,5 @@ def random_sample(n_cases: int, count: int) -> np.ndarray:
     return np.sort(rng.choice(n_cases, size=min(count, n_cases), replace=False))
 
 
-__all__ = ["SEED", "amax_values", "bf16_blocks", "bf16_elements", "e2m1_codes", "e2m1_elements", "e4m3_elements", "e8m0_codes",
+__all__ = ["SEED", "amax_values", "bf16_blocks", "bf16_k_domain_blocks", "bf16_normal_blocks", "rms_blocks", "bf16_elements", "e2m1_codes", "e2m1_elements", "e4m3_elements", "e8m0_codes",
            "is_nan_bits", "mx_blocks", "page68_rows", "random_sample", "ue8m0_scales", "f32"]

@@ -26,7 +26,7 @@ from mxgate.inputs import logits as lc
 from mxgate.inputs import vllm as vc
 from mxgate.op_table import OpName
 from mxgate.oracle import profiles, scorers
-from mxgate.oracle.geometry import GROUP
+from mxgate.oracle.geometry import GROUP, HEAD_DIM
 from mxgate.oracle.profiles import Profile
 from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.scorers.common import ScoredLogits
@@ -206,30 +206,61 @@ def _special(qc: np.ndarray, qe: np.ndarray, kc: np.ndarray, ke: np.ndarray, w: 
     w[rows] = np.abs(w[rows]) + np.float32(0.0625)
 
 
+_RANDOM, _SPECIAL = f"random, seed {SEED:#x}", "special scale bytes 0, 250 and 255"
+_DECODE_LENS = np.array([70, 40])
+
+
+def _aiter_case(prefill: bool) -> tuple[Any, np.ndarray]:
+    """The AITER FP4 scorers' seeded case and its per-batch context lengths."""
+    if prefill:
+        case = lc.fp4_prefill_case(SEED, 2, 96, 3, 16)
+        return case, case.end.reshape(2, 3).max(axis=1)
+    return lc.fp4_decode_case(SEED, 2, 96, 2, 16, context_lens=_DECODE_LENS), _DECODE_LENS
+
+
+def _aiter_special(case: Any, lens: np.ndarray) -> tuple[dict[str, Any], tuple[np.ndarray, ...]]:
+    """The special-bytes call of an AITER FP4 case: its keyword arguments, and the dense arrays
+    they were scattered from (Q codes, Q scales, K codes, K scales, weights rounded to bf16)."""
+    qc, qe, kc, ke, w = (a.copy() for a in (case.q_codes, case.q_e8m0, case.k_codes, case.k_e8m0, case.weights))
+    _special(qc, qe, kc[0], ke[0], w, np.flatnonzero(case.batch == 0))
+    kv, ks = lc.scatter_kv(kc, ke, case.kwargs["block_tables"], lens, case.kwargs["kv_cache"].shape[0])
+    q, qs = lc.scatter_q(qc, qe)
+    kwargs = dict(case.kwargs, kv_cache=kv, kv_scale=ks, weights=oracle.bf16_bits(w),
+                  q_fp4=q.reshape(case.kwargs["q_fp4"].shape), q_scale=qs.reshape(case.kwargs["q_scale"].shape))
+    return kwargs, (qc, qe, kc, ke, oracle.bf16_to_f32(kwargs["weights"]))
+
+
 def _aiter_fp4(prefill: bool) -> Callable[[Profile], list[tuple[str, dict[str, Any]]]]:
     def calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
-        out = []
-        for special in (False, True):
-            if prefill:
-                case = lc.fp4_prefill_case(SEED, 2, 96, 3, 16)
-                lens = case.end.reshape(2, 3).max(axis=1)
-            else:
-                lens = np.array([70, 40])
-                case = lc.fp4_decode_case(SEED, 2, 96, 2, 16, context_lens=lens)
-            if special:
-                qc, qe, kc, ke, w = (a.copy() for a in (case.q_codes, case.q_e8m0, case.k_codes, case.k_e8m0,
-                                                        case.weights))
-                _special(qc, qe, kc[0], ke[0], w, np.flatnonzero(case.batch == 0))
-                kv, ks = lc.scatter_kv(kc, ke, case.kwargs["block_tables"], lens, case.kwargs["kv_cache"].shape[0])
-                q, qs = lc.scatter_q(qc, qe)
-                kwargs = dict(case.kwargs, kv_cache=kv, kv_scale=ks, weights=oracle.bf16_bits(w),
-                              q_fp4=q.reshape(case.kwargs["q_fp4"].shape), q_scale=qs.reshape(case.kwargs["q_scale"].shape))
-                out.append(("special scale bytes 0, 250 and 255", kwargs))
-            else:
-                out.append((f"random, seed {SEED:#x}", case.kwargs))
-        return out
+        case, lens = _aiter_case(prefill)
+        return [(_RANDOM, case.kwargs), (_SPECIAL, _aiter_special(case, lens)[0])]
 
     return calls
+
+
+def _mixed_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
+    """AITER's ``ref_mqa_logits_mixed`` on the decode scorer's two calls, its K dense
+    ([B, max_seq_len, 64] and [B, max_seq_len, 4], zero past each context), as the gate calls
+    it: each call holds the ``mixed`` arguments and the ``decode`` ones its oracle reads."""
+    case, lens = _aiter_case(False)
+    dense = (case.q_codes, case.q_e8m0, case.k_codes, case.k_e8m0, case.weights)
+    out = []
+    for what, (decode, (qc, qe, kc, ke, w)) in ((_RANDOM, (case.kwargs, dense)), (_SPECIAL, _aiter_special(case, lens))):
+        B, next_n, H = decode["q_fp4"].shape[:3]
+        width, T = decode["max_seq_len"], kc.shape[1]
+        kv_fp4 = np.zeros((B, width, HEAD_DIM // 2), np.uint8)
+        kv_scale = np.zeros((B, width, HEAD_DIM // GROUP), np.uint8)
+        kv_fp4[:, :T], kv_scale[:, :T] = oracle.pack_nibbles(kc), ke
+        mixed = dict(q_packed=oracle.pack_nibbles(qc).reshape(B, next_n, H, HEAD_DIM // 2),
+                     q_scale=qe.reshape(B, next_n, H, HEAD_DIM // GROUP), kv_fp4=kv_fp4, kv_scale=kv_scale,
+                     weights=w, context_lens=decode["context_lens"], next_n=next_n,
+                     weight_scale=decode["weight_scale"])
+        out.append((what, dict(mixed=mixed, decode=decode)))
+    return out
+
+
+def _mixed_call(run, k):
+    return run(**k["mixed"])
 
 
 def _vllm_ragged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
@@ -306,6 +337,9 @@ def _table() -> dict[str, ScorerDriver]:
                      lambda p, k: scorers.pa_mqa_logits_fp4_scored(**k, profile=p)),
         ScorerDriver(OpName.PA_MQA_LOGITS_FP4_PREFILL, fp4, _aiter_fp4(True), _keywords,
                      lambda p, k: scorers.pa_mqa_logits_fp4_prefill_scored(**k, profile=p)),
+        # the gate judges it against the decode scorer's oracle on the same codes
+        ScorerDriver(OpName.AITER_REF_MQA_LOGITS_MIXED, fp4, _mixed_calls, _mixed_call,
+                     lambda p, k: scorers.pa_mqa_logits_fp4_scored(**k["decode"], profile=p)),
         # the variant is the call's argument: the oracle reads no profile field
         ScorerDriver(OpName.PA_MQA_LOGITS_FP8_DECODE, (),
                      lambda p: [(f"random, seed {SEED:#x}", lc.fp8_decode_case(SEED, 2, 96, 2, 16).kwargs)],

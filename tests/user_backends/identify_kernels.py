@@ -6,9 +6,10 @@ exactly the planted fields. The indexer plants are the oracle's op
 ``indexer_qk_rope_quant_and_cache`` under the planted profile (writing its output buffers in
 place); ``indexer_rsqrt_down`` runs it with the front-end envelope member ``rsqrt-down+fma``.
 ``indexer_bf16_only`` is the oracle's op refusing float32 inputs. ``inconsistent`` and
-``inconsistent_indexer`` answer every other call under another tie rule;
-``decode_only`` implements no op identify probes. (docs/identify.md's worked examples are
-kernels written by hand or from the oracle's op, in the doc itself.)
+``inconsistent_indexer`` answer every other call under another tie rule. vLLM's quantizer plants
+are the oracle's models of its Q kernel and K insert (``mxgate.oracle.ops.quant_vllm``) under
+the planted profile. (docs/identify.md's worked examples are kernels written by hand or from
+the oracle's op, in the doc itself.)
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from mxgate import oracle
 from mxgate.kernels.functions import backend_from_functions, kernel
 from mxgate.op_table import OpName
 from mxgate.oracle import profiles
+from mxgate.oracle.ops import quant_vllm
 
 INDEXER = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
+VLLM_Q, VLLM_K = OpName.VLLM_INDEXER_Q_MXFP4, OpName.VLLM_FP4_INDEXER_K_STORE
 
 # name -> (declared profile, planted fields, the ops the plant shows on)
 PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
@@ -42,6 +45,8 @@ PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
     # the K front end and FP8 mode: fields the Q blocks cannot read, decided by the side probes
     "indexer_mul_add_fnuz_bitwise": ("gfx950", {"fma_contraction": False, "fp8_variant": "fnuz",
                                                 "ue8m0_rounding": "bitwise"}, (INDEXER,)),
+    "vllm_q_ties_zero": ("vllm-rocm", {"tie": "zero"}, (VLLM_Q,)),
+    "vllm_k_zero_kept": ("vllm-rocm", {"zero_sign": "keep"}, (VLLM_K,)),
 }
 
 
@@ -54,6 +59,10 @@ def _functions(p: profiles.Profile) -> dict[str, object]:
         "e8m0.scale": lambda amax: oracle.e8m0_scale(amax, p),
         "e4m3fn.encode": lambda x: oracle.encode_e4m3(x, "fn", saturate=SATURATE_OF_OVERFLOW[p.fp8_overflow]),
         INDEXER: _indexer(p),
+        VLLM_Q: lambda x, w, softmax_scale, head_scale: quant_vllm.indexer_q_mxfp4(x, w, softmax_scale, head_scale,
+                                                                                   profile_=p),
+        VLLM_K: lambda k, slots, cache, block_size=64: quant_vllm.k_insert_mxfp4(k, slots, cache,
+                                                                                 block_size=block_size, profile_=p),
     }
 
 
@@ -83,6 +92,8 @@ e4m3_nan_overflow = _planted("e4m3_nan_overflow")
 indexer_ties_zero = _planted("indexer_ties_zero")
 indexer_floor_scale = _planted("indexer_floor_scale")
 indexer_mul_add_fnuz_bitwise = _planted("indexer_mul_add_fnuz_bitwise")
+vllm_q_ties_zero = _planted("vllm_q_ties_zero")
+vllm_k_zero_kept = _planted("vllm_k_zero_kept")
 # rsqrtf one ulp below the correctly rounded value: an envelope member, no profile field
 indexer_rsqrt_down = backend_from_functions(
     "planted-indexer-rsqrt-down", kernel(INDEXER, _indexer(profiles.get("gfx950"), "rsqrt-down+fma"), profile="gfx950"))
@@ -101,7 +112,6 @@ divide_with_floor = backend_from_functions(
     "divide-with-floor", kernel("e8m0.scale", _functions(dataclasses.replace(
         profiles.get("gfx950"), name="planted-divide-with-floor", scale_arithmetic="divide"))["e8m0.scale"],
         profile="gfx950"))
-decode_only = backend_from_functions("decode-only", kernel("e2m1.decode", oracle.decode_e2m1, profile="gfx950"))
 inconsistent = backend_from_functions("inconsistent", kernel("e2m1.encode", _flip_flop, profile="gfx950"))
 
 
