@@ -22,6 +22,7 @@ from enum import StrEnum
 class OpName(StrEnum):
     E2M1_ENCODE = "e2m1.encode"
     MX_QUANTIZE = "mx.quantize"
+    MX_QUANTIZE_E4M3FN = "mx.quantize_e4m3fn"
     E4M3FN_ENCODE = "e4m3fn.encode"
     E4M3FNUZ_ENCODE = "e4m3fnuz.encode"
     E4M3FN_DECODE = "e4m3fn.decode"
@@ -171,6 +172,7 @@ E2M1_FIELDS = ("tie", "zero_sign", "nan", "inf")
 SCALE_FIELDS = ("scale_policy", "scale_arithmetic", "amax_floor", "floor_where", "exp_clamp", "byte0", "byte255",
                 "amax_nan", "special_scale")
 MX_FIELDS = E2M1_FIELDS + SCALE_FIELDS + ("nan_scale", "scale0_divisor")
+MXFP8_FIELDS = SCALE_FIELDS + ("nan_scale", "scale0_divisor")
 FP8_FIELDS = ("fp8_variant", "fp8_overflow")
 SCORER_FIELDS = MX_FIELDS + ("fma_contraction",)
 INDEXER_FIELDS = MX_FIELDS + FP8_FIELDS + ("fma_contraction", "ue8m0_rounding")
@@ -188,6 +190,7 @@ _PAGE68 = Arg("cache", "uint8", "[pages, page_size*68]")
 _KV_CACHE, _KV_SCALE = Arg("kv_cache", "uint8", "[nb,1,4,64,16]"), Arg("kv_scale", "uint8", "[nb,1,4,64]")
 _MX_IN = (Arg("x", "float32", "[..., N]"),)
 _MX_OUT = (Arg("packed", "uint8", "[..., N/2]"), Arg("e8m0", "uint8", "[..., N/32]"))
+_MXFP8_OUT = (Arg("codes", "uint8", "[..., N]", "e4m3fn"), Arg("e8m0", "uint8", "[..., N/32]"))
 _ROWS_OUT = (Arg("packed", "uint8", "[rows, 64]"), Arg("e8m0", "uint8", "[rows, 4]"))
 _T_OUT = (Arg("packed", "uint8", "[T, 64]"), Arg("e8m0", "uint8", "[T, 4]"))
 _MX_LIKE = "groups of 32, as mx.quantize; "
@@ -208,6 +211,8 @@ _SPECS = (
     OpSpec(OpName.E2M1_ENCODE, _X, (Arg("", "uint8", "[...]", "codes"),), Compare.BITS, f"{_ORACLE}:encode_e2m1", E2M1_FIELDS,
            "one per element, no scaling"),
     OpSpec(OpName.MX_QUANTIZE, _MX_IN, _MX_OUT, Compare.BITS, f"{_ORACLE}:quantize_mx", MX_FIELDS, "groups of 32"),
+    OpSpec(OpName.MX_QUANTIZE_E4M3FN, _MX_IN, _MXFP8_OUT, Compare.BITS, f"{_ORACLE}:quantize_mx_e4m3fn", MXFP8_FIELDS,
+           "MXFP8: groups of 32, the scale from 448 = 1.75 * 2^8, elements saturate to +-448"),
     OpSpec(OpName.E4M3FN_ENCODE, _X, (Arg("", "uint8", "[...]"),), Compare.BITS, f"{_ORACLE}:encode_e4m3", ("fp8_overflow",)),
     OpSpec(OpName.E4M3FNUZ_ENCODE, _X, (Arg("", "uint8", "[...]"),), Compare.BITS, f"{_ORACLE}:encode_e4m3", ("fp8_overflow",)),
     OpSpec(OpName.E4M3FN_DECODE, _CODES, (Arg("", "float32", "[...]"),), Compare.NAN_EQUAL, f"{_ORACLE}:decode_e4m3", ()),

@@ -123,3 +123,33 @@ def test_torchao_fp8_bytes_of_the_probe_blocks() -> None:
         peer_codes, peer_scales = _to_mx(x, mode)
         np.testing.assert_array_equal(peer_scales, scales)
         np.testing.assert_array_equal(peer_codes, codes)
+
+
+# ---- the gate's judgement of mx.quantize_e4m3fn fails planted defects ----------------------------
+
+
+def _planted_verdicts() -> dict[str, str]:
+    from mxgate.conformance.test_elements import _judge_mxfp8
+    from mxgate.oracle.formats.e4m3 import encode_e4m3
+    from mxgate.oracle.formats.e2m1 import scaled_by_e8m0
+
+    x = mx_e4m3fn_blocks()
+    profile = "torchao-floor"
+    codes, scales = oracle.quantize_mx_e4m3fn(x, profile)
+    amax = np.abs(x).max(axis=1)
+    fp4_scales = oracle.e8m0_scale(amax, profile)[:, None]  # the E2M1 element's 6 and 2^2
+    with np.errstate(invalid="ignore"):
+        no_clamp = encode_e4m3(scaled_by_e8m0(x, scales, profile), "fn", saturate=False)  # 480 -> NaN
+        fp4_codes = encode_e4m3(scaled_by_e8m0(x, fp4_scales, profile), "fn", saturate=True)
+    planted = {"exact": (codes, scales), "no-clamp": (no_clamp, scales), "fp4-scale": (fp4_codes, fp4_scales),
+               "codes-only": (codes,)}
+    return {name: _judge_mxfp8(x, profile, out, oracle.quantize_mx_e4m3fn) for name, out in planted.items()}
+
+
+def test_planted_mxfp8_defects_fail() -> None:
+    verdicts = _planted_verdicts()
+    assert verdicts["exact"].verdict == "exact"
+    for name in ("no-clamp", "fp4-scale", "codes-only"):
+        assert verdicts[name].verdict == "fail", (name, verdicts[name])
+    assert "e8m0" in verdicts["fp4-scale"].reason
+    assert "(expected 0x7E, got 0x7F)" in verdicts["no-clamp"].reason  # a quotient above 448 cast without a clamp

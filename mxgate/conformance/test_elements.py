@@ -14,12 +14,12 @@ import pytest
 
 from mxgate.op_table import OpName
 from mxgate.conformance.hypothesis_settings import search
-from mxgate.conformance.judge import EXACT, FAIL, Verdict, combine, compare_arrays, judge_mx_quantize
+from mxgate.conformance.judge import EXACT, FAIL, Verdict, combine, compare_arrays, judge_mx_blocks, judge_mx_quantize
 from mxgate.conformance.judge import judge_e2m1_codes as _judge_e2m1
 from mxgate.oracle import profiles
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
-from mxgate.inputs.boundaries import element_boundaries, element_inputs, extreme_amax_blocks, scale_blocks
-from mxgate.inputs.strategies import float_blocks
+from mxgate.inputs.boundaries import element_boundaries, element_inputs, extreme_amax_blocks, mx_e4m3fn_blocks, scale_blocks
+from mxgate.inputs.strategies import float_blocks, mx_blocks
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as SATURATE
 
 CHUNK = 1 << 24  # float32 patterns per step of the exhaustive sweeps
@@ -189,3 +189,34 @@ def test_mx_quantize_hypothesis(backend, record, profile_override, tier, referen
     quantize = reference(OpName.MX_QUANTIZE)
     seen, failed = search(float_blocks(), lambda x: judge_mx_quantize(x, profile, run(x), quantize), lambda v: not v.passed)
     record(OpName.MX_QUANTIZE, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)
+
+
+# ---- mx.quantize_e4m3fn (MXFP8) -----------------------------------------------------------------
+
+MXFP8 = OpName.MX_QUANTIZE_E4M3FN
+
+
+def _judge_mxfp8(x: np.ndarray, profile: str, actual: object, quantize) -> Verdict:
+    return judge_mx_blocks(*quantize(x, profile), actual)
+
+
+@pytest.mark.mxgate_op(MXFP8)
+def test_mx_quantize_e4m3fn_boundaries(backend, record, profile_override, reference) -> None:
+    """The MXFP8 boundary blocks: tiny and subnormal amax, amax at and beside 448 and 512 (where
+    the policies part), every E4M3 midpoint at scale 2^0, zero and -0 blocks, NaN and Inf
+    blocks, FLT_MAX."""
+    profile = _profile(backend, MXFP8, profile_override)
+    x = mx_e4m3fn_blocks()
+    verdict = _judge_mxfp8(x, profile, backend.op(MXFP8).run(x), reference(MXFP8))
+    record(MXFP8, "mxfp8-boundary-blocks", verdict, profile=profile)
+
+
+@pytest.mark.mxgate_op(MXFP8)
+def test_mx_quantize_e4m3fn_hypothesis(backend, record, profile_override, tier, reference) -> None:
+    if tier == "quick":
+        pytest.skip("Hypothesis blocks run from the default tier on")
+    profile = _profile(backend, MXFP8, profile_override)
+    run, quantize = backend.op(MXFP8).run, reference(MXFP8)
+    strategy = float_blocks() | mx_blocks(max_rows=1)
+    seen, failed = search(strategy, lambda x: _judge_mxfp8(x, profile, run(x), quantize), lambda v: not v.passed)
+    record(MXFP8, "hypothesis-blocks", seen[-1] if failed else Verdict(EXACT), profile=profile)

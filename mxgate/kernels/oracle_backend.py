@@ -22,6 +22,7 @@ class OracleBackend(Backend):
         table = {
             OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, p, lambda x: oracle.encode_e2m1(x, p)),
             OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, p, lambda x: oracle.quantize_mx(x, p)),
+            OpName.MX_QUANTIZE_E4M3FN: Op(OpName.MX_QUANTIZE_E4M3FN, p, lambda x: oracle.quantize_mx_e4m3fn(x, p)),
             OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, p, lambda x: oracle.encode_e4m3(x, "fn")),
             OpName.E4M3FNUZ_ENCODE: Op(OpName.E4M3FNUZ_ENCODE, p, lambda x: oracle.encode_e4m3(x, "fnuz")),
             OpName.E4M3FN_DECODE: Op(OpName.E4M3FN_DECODE, p, lambda c: oracle.decode_e4m3(c, "fn")),

@@ -2,7 +2,8 @@
 
 * ``torchao-mx-floor`` / ``torchao-mx-rceil``: torchao's ``to_mx(x, torch.float4_e2m1fn_x2, 32,
   mode)`` (the installed torchao, on the CPU): ``mx.quantize``, and ``e8m0.scale`` as to_mx computes
-  it for a block whose amax is the given value.
+  it for a block whose amax is the given value; ``to_mx(x, torch.float8_e4m3fn, 32, mode)``:
+  ``mx.quantize_e4m3fn``.
 * ``microxcaling``: microsoft/microxcaling's emulator (``mx/mx_ops.py`` ``_quantize_mx``, the pure
   torch path, ``fp4_e2m1``, block 32, round "nearest") from a checkout named by
   ``MXGATE_MICROXCALING_SRC``, loaded without its package ``__init__`` (mxgate.kernels.sources).
@@ -62,8 +63,8 @@ class TorchaoMxBackend(Backend):
     def __init__(self, device: str = "cpu", mode: str = "floor") -> None:
         super().__init__(device)
         self.mode = mode
-        self.description = (f"torchao prototype.mx_formats to_mx(x, float4_e2m1fn_x2, 32, {mode.upper()}) on the CPU "
-                            "(mx.quantize; e8m0.scale of a block with that amax)")
+        self.description = (f"torchao prototype.mx_formats to_mx(x, float4_e2m1fn_x2 | float8_e4m3fn, 32, {mode.upper()}) "
+                            "on the CPU (mx.quantize, mx.quantize_e4m3fn; e8m0.scale of a block with that amax)")
 
     def available(self) -> Availability:
         if self.device != "cpu":
@@ -83,14 +84,16 @@ class TorchaoMxBackend(Backend):
             from torchao.prototype.mx_formats.mx_tensor import to_mx
         return to_mx, ScaleCalculationMode(self.mode)
 
-    def _run(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, x: np.ndarray, element: str = "float4_e2m1fn_x2") -> tuple[np.ndarray, np.ndarray]:
+        """to_mx's (element bytes, e8m0 bytes): packed E2M1 pairs, or one e4m3fn byte per element."""
         torch = quiet_import("torch")
         to_mx, mode = self._to_mx()
         x32 = np.ascontiguousarray(x, np.float32)
         flat = torch.from_numpy(x32.reshape(-1, x32.shape[-1]).copy())
-        scale, packed = to_mx(flat, torch.float4_e2m1fn_x2, _GROUP, mode)
-        packed = packed.view(torch.uint8).numpy().reshape(x32.shape[:-1] + (x32.shape[-1] // 2,))
-        return packed, scale.view(torch.uint8).numpy().reshape(x32.shape[:-1] + (x32.shape[-1] // _GROUP,))
+        scale, data = to_mx(flat, getattr(torch, element), _GROUP, mode)
+        data = data.view(torch.uint8).numpy()
+        data = data.reshape(x32.shape[:-1] + (data.shape[-1],))
+        return data, scale.view(torch.uint8).numpy().reshape(x32.shape[:-1] + (x32.shape[-1] // _GROUP,))
 
     def ops(self) -> dict[str, Op]:
         profile = f"torchao-{self.mode}"
@@ -105,6 +108,7 @@ class TorchaoMxBackend(Backend):
             OpName.MX_QUANTIZE: Op(OpName.MX_QUANTIZE, profile, self._run),
             OpName.E8M0_SCALE: Op(OpName.E8M0_SCALE, profile, scale_of_amax,
                                   note="to_mx on a block holding the amax and 31 zeros"),
+            OpName.MX_QUANTIZE_E4M3FN: Op(OpName.MX_QUANTIZE_E4M3FN, profile, lambda x: self._run(x, "float8_e4m3fn")),
         }
 
 
