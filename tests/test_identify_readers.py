@@ -40,18 +40,19 @@ def ok_run() -> subprocess.CompletedProcess:
 
 def test_oracle_functions_named_by_their_declared_profile_exit_0(ok_run) -> None:
     assert ok_run.returncode == 0, ok_run.stdout + ok_run.stderr
-    for op in ("e2m1.decode", "e4m3fn.decode", "sglang-page68.gather", "pa_mqa_logits_fp4.decode",
-               "vllm.fp4_mqa_logits"):
+    for op in ("e2m1.decode", "e4m3fn.decode", "sglang-page68.gather", "aiter.dsv4_shuffle_scale",
+               "pa_mqa_logits_fp4.decode", "vllm.fp4_mqa_logits"):
         assert f"] {op} (declared gfx950)" in ok_run.stdout, op
-    assert ok_run.stdout.count("(declared profile among them)") == 5, ok_run.stdout
+    assert ok_run.stdout.count("(declared profile among them)") == 6, ok_run.stdout
     # the readers read no field; the FP4 scorers' fields are decided by the special-bytes call
-    assert ok_run.stdout.count("reads no profile field; the backend's bytes match the oracle: consistent") == 3
+    assert ok_run.stdout.count("reads no profile field; the backend's bytes match the oracle: consistent") == 4
     assert "decided: byte0='pow2', byte255='nan'" in ok_run.stdout
     assert "decided: byte0='pow2'\n" in ok_run.stdout
 
 
 @pytest.mark.parametrize("name,op", [("decode_saturating", "e4m3fn.decode"),
                                      ("gather_scales_reversed", "sglang-page68.gather"),
+                                     ("shuffle_heads_swapped", "aiter.dsv4_shuffle_scale"),
                                      ("scorer_scaled", "pa_mqa_logits_fp4.decode")])
 def test_planted_wrong_kernel_is_unexplained(name: str, op: str) -> None:
     result = identify(_spec(name))

@@ -23,7 +23,7 @@ from mxgate import op_table, oracle
 from mxgate.identify import probes
 from mxgate.op_table import OpName
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
-from mxgate.oracle.geometry import GROUP, HEAD_DIM
+from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROW_GROUPS
 from mxgate.oracle.ops import quant_vllm
 from mxgate.oracle.profiles import Profile
 
@@ -196,6 +196,21 @@ def _store_call(layout: str, split: bool):
     return call
 
 
+def _paged_kv_call(run, blocks):
+    """AITER's ``create_paged_preshuffle_kv_fp4`` on one batch of the blocks' rows over blocks
+    0..n-1 of its paged cache (zero rows padding the last), read back at slots 0..T-1 through
+    the ``aiter-fp4-kv`` layouts (its dense copies hold the same codes)."""
+    rows = _rows(blocks)
+    n = -(-rows.shape[0] // KV_BLOCK)
+    bits = np.zeros((1, n * KV_BLOCK, HEAD_DIM), np.uint16)
+    bits[0, :rows.shape[0]] = rows
+    cache, scale = run(bits, KV_BLOCK, n, np.arange(n, dtype=np.int32).reshape(1, n))[:2]
+    slots = np.arange(rows.shape[0], dtype=np.int64)
+    (packed,) = oracle.layouts.get("aiter-fp4-kv").gather(np.asarray(cache, np.uint8), slots=slots)
+    (e8m0,) = oracle.layouts.get("aiter-fp4-kv-scale").gather(np.asarray(scale, np.uint8), slots=slots)
+    return _block_outputs(packed, e8m0, blocks.shape[0])
+
+
 # ---- vLLM's quantizer kernels (references: mxgate.oracle.ops.quant_vllm) ---------------------
 #
 # Both kernels run their front end (identity RoPE, and for K an identity RMSNorm) before the
@@ -265,6 +280,27 @@ def _page68_gather_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray, 
     return oracle.layouts.get(_PAGE68).gather(cache, slots=slots)
 
 
+_Q_SCALE = "aiter-fp4-q-scale"
+_Q_SCALE_HEADS = 16  # one token's 16 heads x 4 scale bytes a case
+
+
+def _q_scale_call(run, rows):
+    """AITER's ``dsv4_shuffle_scale`` on tokens [n, 16, 4] (a case's 64 bytes), read back
+    through the ``aiter-fp4-q-scale`` layout."""
+    out = run(np.ascontiguousarray(rows.reshape(-1, _Q_SCALE_HEADS, ROW_GROUPS)))
+    (scale,) = oracle.layouts.get(_Q_SCALE).gather(np.asarray(out, np.uint8), num_heads=_Q_SCALE_HEADS)
+    return (np.asarray(scale, np.uint8).reshape(rows.shape[0], -1),)
+
+
+def _q_scale_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray]:
+    """The oracle's layout, scattered and read back (a layout reads no profile field)."""
+    layout = oracle.layouts.get(_Q_SCALE)
+    buffer = layout.new_buffer(fill=0, num_tokens=rows.shape[0], num_heads=_Q_SCALE_HEADS)
+    layout.scatter(buffer, rows.reshape(-1, _Q_SCALE_HEADS, ROW_GROUPS), num_heads=_Q_SCALE_HEADS)
+    (scale,) = layout.gather(buffer, num_heads=_Q_SCALE_HEADS)
+    return (np.asarray(scale, np.uint8).reshape(rows.shape[0], -1),)
+
+
 def _blocks(op: str, pool, call, *, selective: bool) -> Driver:
     return Driver(op, ("nibbles", "e8m0"), (GROUP, 1), pool, call, _mx_reference, (False, False), ("e2m1", "byte"),
                   selective=selective)
@@ -308,6 +344,9 @@ def _table() -> dict[str, Driver]:
                      nan_equal=True, output="values"),
         Driver(OpName.SGLANG_PAGE68_GATHER, ("packed", "e8m0"), (HEAD_DIM // 2, HEAD_DIM // GROUP), probes.page68_rows,
                _page68_gather_call, _page68_gather_reference, (False, False), ("byte", "byte")),
+        Driver(OpName.AITER_DSV4_SHUFFLE_SCALE, ("scale",), (_Q_SCALE_HEADS * ROW_GROUPS,),
+               lambda: probes.byte_rows(_Q_SCALE_HEADS * ROW_GROUPS), _q_scale_call, _q_scale_reference, (False,),
+               ("byte",)),
     ]
     table += [_elementwise(op, probes.amax_values, lambda p, a: oracle.e8m0_scale(a, p), "byte", output="e8m0")
               for op in _scale_ops()]
@@ -321,6 +360,8 @@ def _table() -> dict[str, Driver]:
                          selective=True))
     table.append(_blocks(OpName.AITER_FP4_KV_STORE, probes.bf16_blocks, _store_call("aiter-fp4-kv", True),
                          selective=True))
+    table.append(_blocks(OpName.AITER_CREATE_PAGED_PRESHUFFLE_KV_FP4, probes.bf16_blocks, _paged_kv_call,
+                         selective=False))
     table.append(_blocks(OpName.SGLANG_PAGE8_STORE, probes.bf16_blocks, _store_call("sglang-page8", True),
                          selective=True))
     table.append(Driver(OpName.VLLM_INDEXER_Q_MXFP4, ("nibbles", "e8m0"), (GROUP, 1), probes.bf16_normal_blocks, _vllm_q_call,

@@ -104,9 +104,13 @@ def e2m1_codes() -> np.ndarray:
 
 
 def page68_rows() -> np.ndarray:
-    """Rows of one page68 slot (uint8 [n, 68]: 64 packed bytes, then 4 e8m0 bytes): each byte
-    value at every position once (row j holds (j + position) mod 256), then seeded random rows."""
-    width = 68
+    """Rows of one page68 slot (uint8 [n, 68]: 64 packed bytes, then 4 e8m0 bytes)."""
+    return byte_rows(68)
+
+
+def byte_rows(width: int) -> np.ndarray:
+    """uint8 [n, width]: each byte value at every position once (row j holds (j + position)
+    mod 256), then seeded random rows."""
     cycled = (np.arange(256)[:, None] + np.arange(width)[None, :]) % 256
     rng = np.random.Generator(np.random.PCG64(SEED))
     random = rng.integers(0, 256, (256, width))
@@ -239,4 +243,4 @@ def random_sample(n_cases: int, count: int) -> np.ndarray:
 
 
 __all__ = ["SEED", "amax_values", "bf16_blocks", "bf16_k_domain_blocks", "bf16_normal_blocks", "rms_blocks", "bf16_elements", "e2m1_codes", "e2m1_elements", "e4m3_elements", "e8m0_codes",
-           "is_nan_bits", "mx_blocks", "page68_rows", "random_sample", "ue8m0_scales", "f32"]
+           "is_nan_bits", "mx_blocks", "byte_rows", "page68_rows", "random_sample", "ue8m0_scales", "f32"]

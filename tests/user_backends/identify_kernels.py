@@ -8,7 +8,7 @@ place); ``indexer_rsqrt_down`` runs it with the front-end envelope member ``rsqr
 ``indexer_bf16_only`` is the oracle's op refusing float32 inputs. ``inconsistent`` and
 ``inconsistent_indexer`` answer every other call under another tie rule. vLLM's quantizer plants
 are the oracle's models of its Q kernel and K insert (``mxgate.oracle.ops.quant_vllm``) under
-the planted profile. (docs/identify.md's worked examples are kernels written by hand or from
+the planted profile; ``paged_kv_ties_even`` builds AITER's paged FP4 K cache with quantize_mx. (docs/identify.md's worked examples are kernels written by hand or from
 the oracle's op, in the doc itself.)
 """
 
@@ -27,6 +27,7 @@ from mxgate.oracle.ops import quant_vllm
 
 INDEXER = OpName.INDEXER_QK_ROPE_QUANT_AND_CACHE
 VLLM_Q, VLLM_K = OpName.VLLM_INDEXER_Q_MXFP4, OpName.VLLM_FP4_INDEXER_K_STORE
+PAGED_KV = OpName.AITER_CREATE_PAGED_PRESHUFFLE_KV_FP4
 
 # name -> (declared profile, planted fields, the ops the plant shows on)
 PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
@@ -47,6 +48,7 @@ PLANTS: dict[str, tuple[str, dict[str, object], tuple[str, ...]]] = {
                                                 "ue8m0_rounding": "bitwise"}, (INDEXER,)),
     "vllm_q_ties_zero": ("vllm-rocm", {"tie": "zero"}, (VLLM_Q,)),
     "vllm_k_zero_kept": ("vllm-rocm", {"zero_sign": "keep"}, (VLLM_K,)),
+    "paged_kv_ties_even": ("argmin", {"tie": "even"}, (PAGED_KV,)),
 }
 
 
@@ -63,7 +65,25 @@ def _functions(p: profiles.Profile) -> dict[str, object]:
                                                                                    profile_=p),
         VLLM_K: lambda k, slots, cache, block_size=64: quant_vllm.k_insert_mxfp4(k, slots, cache,
                                                                                  block_size=block_size, profile_=p),
+        PAGED_KV: _paged_kv(p),
     }
+
+
+def _paged_kv(p: profiles.Profile):
+    def create_paged_preshuffle_kv_fp4(kv_bf16, kv_block_size, num_blocks, block_tables):
+        """AITER's paged K builder: rows quantized under ``p``, written through the aiter-fp4-kv
+        layouts at block_tables[b, t // block] * block + t % block; also the dense copies."""
+        B, T, D = kv_bf16.shape
+        packed, e8m0 = oracle.quantize_mx(oracle.bf16_to_f32(kv_bf16.reshape(-1, D)), p)
+        t = np.arange(T)
+        slots = (block_tables[:, t // kv_block_size].astype(np.int64) * kv_block_size + t % kv_block_size).reshape(-1)
+        cache = oracle.layouts.get("aiter-fp4-kv").new_buffer(fill=0, num_blocks=num_blocks)
+        scale = oracle.layouts.get("aiter-fp4-kv-scale").new_buffer(fill=0, num_blocks=num_blocks)
+        oracle.layouts.get("aiter-fp4-kv").scatter(cache, packed, slots=slots)
+        oracle.layouts.get("aiter-fp4-kv-scale").scatter(scale, e8m0, slots=slots)
+        return cache, scale, packed.reshape(B, T, D // 2), e8m0.reshape(B, T, D // 32)
+
+    return create_paged_preshuffle_kv_fp4
 
 
 def _indexer(p: profiles.Profile, variant: str | None = None):
@@ -94,6 +114,7 @@ indexer_floor_scale = _planted("indexer_floor_scale")
 indexer_mul_add_fnuz_bitwise = _planted("indexer_mul_add_fnuz_bitwise")
 vllm_q_ties_zero = _planted("vllm_q_ties_zero")
 vllm_k_zero_kept = _planted("vllm_k_zero_kept")
+paged_kv_ties_even = _planted("paged_kv_ties_even")
 # rsqrtf one ulp below the correctly rounded value: an envelope member, no profile field
 indexer_rsqrt_down = backend_from_functions(
     "planted-indexer-rsqrt-down", kernel(INDEXER, _indexer(profiles.get("gfx950"), "rsqrt-down+fma"), profile="gfx950"))
