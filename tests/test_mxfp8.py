@@ -129,7 +129,7 @@ def test_torchao_fp8_bytes_of_the_probe_blocks() -> None:
 
 
 def _planted_verdicts() -> dict[str, str]:
-    from mxgate.conformance.test_elements import _judge_mxfp8
+    from mxgate.conformance.judge import judge_mx_blocks
     from mxgate.oracle.formats.e4m3 import encode_e4m3
     from mxgate.oracle.formats.e2m1 import scaled_by_e8m0
 
@@ -143,7 +143,7 @@ def _planted_verdicts() -> dict[str, str]:
         fp4_codes = encode_e4m3(scaled_by_e8m0(x, fp4_scales, profile), "fn", saturate=True)
     planted = {"exact": (codes, scales), "no-clamp": (no_clamp, scales), "fp4-scale": (fp4_codes, fp4_scales),
                "codes-only": (codes,)}
-    return {name: _judge_mxfp8(x, profile, out, oracle.quantize_mx_e4m3fn) for name, out in planted.items()}
+    return {name: judge_mx_blocks(codes, scales, out) for name, out in planted.items()}
 
 
 def test_planted_mxfp8_defects_fail() -> None:
