@@ -579,3 +579,16 @@ def test_scalar_checks_canonicalise() -> None:
         arguments.real(0.0, "s", positive=True)
     with pytest.raises(ValueError, match="an int of 1329 bits"):
         arguments.integer(HUGE_INT, "n", maximum=10)
+
+
+def test_ml_dtypes_arrays_are_accepted_by_dtype_name() -> None:
+    """The oracle never imports ml_dtypes; its bf16 and float8 arrays are still taken."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from mxgate import oracle
+    from mxgate.oracle.arguments import ONE_BYTE_FLOAT_NAMES, as_float32
+
+    x = np.array([1.5, -0.0, 3.0], dtype=ml_dtypes.bfloat16)
+    assert as_float32(x, "x").tobytes() == np.array([1.5, -0.0, 3.0], np.float32).tobytes()
+    assert oracle.encode_e2m1(x, "gfx950").tolist() == [3, 8, 5]
+    assert {n for n in ONE_BYTE_FLOAT_NAMES if hasattr(ml_dtypes, n)} == {
+        np.dtype(getattr(ml_dtypes, n)).name for n in ONE_BYTE_FLOAT_NAMES if hasattr(ml_dtypes, n)}

@@ -14,18 +14,12 @@ from numbers import Real
 import array_api_compat
 import numpy as np
 
-try:  # ml_dtypes is optional: bf16 and float8 arrays are accepted when it is installed.
-    import ml_dtypes
-
-    BF16: np.dtype | None = np.dtype(ml_dtypes.bfloat16)
-    ONE_BYTE_FLOATS: tuple[np.dtype, ...] = tuple(
-        np.dtype(getattr(ml_dtypes, n))
-        for n in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
-        if hasattr(ml_dtypes, n)
-    )
-except ImportError:  # pragma: no cover - exercised only without ml_dtypes
-    BF16 = None
-    ONE_BYTE_FLOATS = ()
+# Extension float dtypes accepted by name (ml_dtypes' for NumPy, torch's own for tensors): an
+# array can only carry one when its package is loaded, so the oracle never imports ml_dtypes
+# itself (half a second of every start-up).
+BF16_NAME = "bfloat16"
+ONE_BYTE_FLOAT_NAMES = frozenset({"float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                                  "float8_e8m0fnu"})
 
 MAX_BYTES = 1 << 47
 """Largest array the oracle allocates from a caller's sizes: the user address space of x86-64
@@ -64,7 +58,7 @@ def as_float32(x: object, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a numpy array of float32 (or bfloat16/float16), got {type(x).__name__}")
     if x.dtype == np.float32:
         return x
-    if x.dtype == np.float16 or (BF16 is not None and x.dtype == BF16):
+    if x.dtype == np.float16 or x.dtype.name == BF16_NAME:
         return x.astype(np.float32)
     raise TypeError(
         f"{name} must have dtype float32, bfloat16 or float16, got {x.dtype}; "

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mxgate.oracle import profiles as _profiles
-from mxgate.oracle.arguments import ONE_BYTE_FLOATS, allocation, as_array, choice, flag, integer, real, shown
+from mxgate.oracle.arguments import ONE_BYTE_FLOAT_NAMES, allocation, as_array, choice, flag, integer, real, shown
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROPE_DIM, ROW_BYTES
 from mxgate.oracle.ops.frontend import FrontEnd, ScalarKind, get_variant
 from mxgate.oracle.xp import device, is_numpy, namespace, to_numpy
@@ -90,7 +90,6 @@ def _dtype_name(a: Any) -> str:
     return str(a.dtype).removeprefix("torch.")
 
 
-_ONE_BYTE_NAMES = frozenset(d.name for d in ONE_BYTE_FLOATS)
 _KINDS: dict[str, ScalarKind] = {"uint16": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -132,7 +131,7 @@ def _dtype(x: object, name: str, dtype: type) -> Any:
 
 def _one_byte(x: object, name: str, allowed: str = "uint8 or a float8 dtype") -> Any:
     a = as_array(x, name)
-    if _dtype_name(a) != "uint8" and _dtype_name(a) not in _ONE_BYTE_NAMES:
+    if _dtype_name(a) != "uint8" and _dtype_name(a) not in ONE_BYTE_FLOAT_NAMES:
         raise TypeError(f"{name} must have a 1-byte dtype ({allowed}), got {_dtype_name(a)}")
     return a.view(namespace(a).uint8)
 

@@ -13,18 +13,11 @@ from typing import Any
 import numpy as np
 
 # the shared checks; the scorers call flag, allocation and shown through this module (v.flag)
-from mxgate.oracle.arguments import allocation, flag, integer, is_tensor, real, shown  # noqa: F401
+from mxgate.oracle.arguments import BF16_NAME, allocation, flag, integer, is_tensor, real, shown  # noqa: F401
 from mxgate.oracle.arguments import choice as _choice
 from mxgate.oracle.xp import device, namespace, to_numpy
 from mxgate.oracle.formats import e2m1
 from mxgate.oracle.geometry import KV_BLOCK, TILE_K
-
-try:  # ml_dtypes is optional: bf16 arrays are accepted when it is installed
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - exercised only without ml_dtypes
-    _BF16 = None
 
 MFMA_M = 16  # heads per MFMA tile
 TWO_E2M1 = (2.0 * e2m1.VALUES).astype(np.float32)  # code -> 2 * value, integers in [-12, 12]
@@ -105,7 +98,7 @@ def bf16_bits(x: object, name: str) -> Any:
         if dtype_name(a) in ("bfloat16", "uint16"):
             return a.view(namespace(a).int16)
         raise TypeError(f"{name} must be bfloat16 (ml_dtypes.bfloat16 or uint16 bit patterns), got {dtype_name(a)}")
-    if _BF16 is not None and a.dtype == _BF16:
+    if a.dtype.name == BF16_NAME:
         return a.view(np.uint16)
     if a.dtype == np.uint16:
         return a
