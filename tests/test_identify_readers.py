@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mxgate.identify.run import MATCH, UNEXPLAINED, identify
+from mxgate.identify.run import INCONSISTENT, MATCH, UNEXPLAINED, identify
 
 HERE = Path(__file__).parent
 USER_BACKENDS = HERE / "user_backends"
@@ -59,6 +59,15 @@ def test_planted_wrong_kernel_is_unexplained(name: str, op: str) -> None:
     (found,) = result.ops
     assert (found.op, found.status, result.status) == (op, UNEXPLAINED, 1), (found.status, found.cause)
     assert found.inference.matches == []
+
+
+def test_a_scorer_answering_two_ways_is_inconsistent() -> None:
+    """The gate's repeat calls mark window cells that differed between calls with its UNSTABLE
+    NaN; identify reports the scorer as inconsistent (exit 1), not as an unexplained field."""
+    result = identify(_spec("scorer_flipping"))
+    (found,) = result.ops
+    assert (found.status, result.status) == (INCONSISTENT, 1), (found.status, found.cause)
+    assert "differed between calls of the same inputs" in found.cause
 
 
 def test_decoder_mismatch_is_shrunk_to_the_code() -> None:

@@ -22,6 +22,7 @@ import numpy as np
 from mxgate import oracle
 from mxgate.identify import candidates
 from mxgate.identify.search import CANDIDATE, Evidence, FieldDecision, Inference
+from mxgate.kernels.isolation import UNSTABLE_BITS, BackendNondeterministic
 from mxgate.inputs import logits as lc
 from mxgate.inputs import vllm as vc
 from mxgate.op_table import OpName
@@ -118,6 +119,12 @@ def identify_scorer(driver: ScorerDriver, run: Callable[..., Any], declared: str
         return int(sum((~e).sum() for e in under(values).explained))
 
     own = tuple(getattr(base, f) for f in driver.fields)
+    # a logit that differed between the repeat calls reaches us as isolation's UNSTABLE NaN: in
+    # the window that is a backend answering one input two ways, not a field value to look for
+    unstable = sum(int((a.view(np.uint32)[w] == UNSTABLE_BITS).sum()) for a, w in zip(actual, under(own).windows))
+    if unstable:
+        raise BackendNondeterministic("", driver.op, f"nondeterministic: {unstable} logit(s) inside the window "
+                                      "differed between calls of the same inputs")
     combos = [own] + [c for c in itertools.product(*(candidates.values(f) for f in driver.fields)) if c != own]
     best = min(combos, key=wrong)  # the declared profile's values first among equals
     ok = under(best)

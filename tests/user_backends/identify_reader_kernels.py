@@ -72,6 +72,16 @@ def _scaled(**kwargs) -> np.ndarray:
     return (scorers.pa_mqa_logits_fp4(**kwargs) * np.float32(1.01)).astype(np.float32)
 
 
+_FLIP_CALLS = [0]
+
+
+def _flip_every_other_call(**kwargs) -> np.ndarray:
+    """The oracle's logits, 1% larger on every second call: one input, two answers."""
+    _FLIP_CALLS[0] += 1
+    logits = scorers.pa_mqa_logits_fp4(**kwargs)
+    return (logits * np.float32(1.01)).astype(np.float32) if _FLIP_CALLS[0] % 2 == 0 else logits
+
+
 def _gfx950(op: str, function) -> object:
     return kernel(op, function, profile="gfx950")
 
@@ -92,4 +102,6 @@ shuffle_heads_swapped = backend_from_functions("shuffle-heads-swapped",
 scorer_byte0_zero = backend_from_functions("scorer-byte0-zero",
                                            _gfx950(OpName.PA_MQA_LOGITS_FP4_DECODE, _fp4_scorer(BYTE0_ZERO)))
 scorer_scaled = backend_from_functions("scorer-scaled", _gfx950(OpName.PA_MQA_LOGITS_FP4_DECODE, _scaled))
+scorer_flipping = backend_from_functions("scorer-flipping",
+                                         _gfx950(OpName.PA_MQA_LOGITS_FP4_DECODE, _flip_every_other_call))
 topk_only = backend_from_functions("topk-only", _gfx950(OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK, _topk))
