@@ -123,6 +123,8 @@ def test_candidates_hold_every_registered_and_type_value() -> None:
 
 @pytest.mark.parametrize("name", list(BUILT_IN))
 def test_built_in_backend_named_by_its_declared_profile(name: str) -> None:
+    if name == "vllm-triton" and not os.environ.get("MXGATE_VLLM_SRC"):
+        pytest.skip("MXGATE_VLLM_SRC is not set (no vLLM checkout)")
     result = _identified(name, BUILT_IN[name])
     assert result.ops, f"{name}: nothing identified ({result.not_run})"
     for op in result.ops:
