@@ -28,17 +28,22 @@ _SHIFT = np.uint32(31 - e2m1.KEEP_BITS)  # e2m1's rounding index (see rounding.l
 _STICKY = np.uint32((1 << (31 - e2m1.KEEP_BITS)) - 1)
 
 
+def _block_input(x: Any, profile: str | _profiles.Profile, group: int) -> tuple[_profiles.Profile, Any, int]:
+    """The MX quantizers' checked arguments: (profile, x as float32, group)."""
+    p = _profiles.get(profile)
+    x32 = as_float32(x, "x")
+    if x32.ndim == 0:
+        raise ValueError("x must have at least one dimension")
+    return p, x32, check_group(x32.shape[-1], group, "x")
+
+
 def quantize_mx(x: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> tuple[Any, Any]:
     """x [..., N] (float32 or bf16) -> (packed uint8 [..., N/2], e8m0 uint8 [..., N/group]).
 
     Each group's scale follows the profile's policy from the group's amax; each element is
     divided by the scale in float32 and rounded to E2M1 under the profile.
     """
-    p = _profiles.get(profile)
-    x32 = as_float32(x, "x")
-    if x32.ndim == 0:
-        raise ValueError("x must have at least one dimension")
-    group = check_group(x32.shape[-1], group, "x")
+    p, x32, group = _block_input(x, profile, group)
     xp = namespace(x32)
     if not is_numpy(xp):
         return _quantize_mx(x32, p, group)
@@ -95,11 +100,7 @@ def quantize_mx_e4m3fn(x: Any, profile: str | _profiles.Profile = "gfx950", grou
     in float32 as quantize_mx divides (scale0_divisor, nan_scale) and encoded saturating:
     beyond +-448 and +-Inf to +-448, NaN keeps its sign (OCP MX v1.0 section 6.3 clamps).
     """
-    p = _profiles.get(profile)
-    x32 = as_float32(x, "x")
-    if x32.ndim == 0:
-        raise ValueError("x must have at least one dimension")
-    group = check_group(x32.shape[-1], group, "x")
+    p, x32, group = _block_input(x, profile, group)
     xp = namespace(x32)
     lead, n = tuple(x32.shape[:-1]), x32.shape[-1]
     groups = xp.reshape(x32, (-1, group))
