@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -226,11 +227,19 @@ def test_a_declared_contract_is_honoured_and_the_cell_says_how_much_was_judged(p
 
 # --- route 4: wrong on some calls ------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", range(2))
+# Seeds whose stream goes wrong first on its second draw: the repeat of the first call that the
+# gate always makes, however long the burst's other calls take. Any later draw would depend on
+# how many burst calls fit in BURST_SECONDS, that is on how busy the machine is.
+FLAKY_SEEDS = (15, 42)
+
+
+@pytest.mark.parametrize("seed", FLAKY_SEEDS)
 @pytest.mark.parametrize("tier", ["quick", "default"])
 def test_a_kernel_wrong_on_one_call_in_twenty_fails(tmp_path: Path, seed: int, tier: str) -> None:
     """Seeded: each seed goes wrong on the same calls every run (the catch rate over truly
     random runs is measured by benchmarks/flaky_catch_rate.py)."""
+    draws = random.Random(seed)
+    assert [draws.random() < 0.05 for _ in range(2)] == [False, True]  # the guaranteed repeat is wrong
     backend = "dishonest_backends:flaky_seeded"
     done = subprocess.run([sys.executable, "-m", "mxgate", "check", "--backend", backend, "--tier", tier, *REPORTS],
                           cwd=tmp_path, env=_env(FLAKY_SEED=str(seed)), capture_output=True, text=True, timeout=600)
