@@ -53,6 +53,8 @@ FP8_CONFIGS = [(4, 1, 32, 396, 64, False), (4, 2, 64, 300, 32, False), (3, 5, 32
 TOPK_CONFIGS = [(3, 1, 64, 400, 64, 32), (2, 2, 32, 250, 32, 16), (4, 1, 32, 256, 64, 64), (2, 1, 64, 700, 64, 128)]
 KNOBS = [{"VLLM_ROCM_FP4_INDEXER_SEGMENT_GROUP_PROGS": "2"}, {"VLLM_ROCM_FP4_INDEXER_TILE_CHUNKS": "2"}]
 RAGGED_KNOBS = [{"VLLM_ROCM_FP4_INDEXER_PREFILL_PERSISTENT_K_PROGS": "2"}]
+# (rows, kv tokens, heads): the tl.dot_scaled path and the software decode (heads % 32 != 0)
+RAGGED_SPECIAL_CONFIGS = [(4, 40, 32), (4, 40, 16)]
 
 SUBNORMALS_ON_CPU = (
     "Triton 3.9's CPU interpreter converts bf16 subnormals to float32 wrongly (0x0016 -> 0x00300000, "
@@ -175,6 +177,22 @@ def test_fp4_ragged(backend, record, profile_override, cfg, oracle_on_device) ->
     scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
     record(FP4_RAGGED, f"{_ragged_id(cfg)}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed,
            profile=prof)
+
+
+@pytest.mark.mxgate_op(FP4_RAGGED)
+@pytest.mark.parametrize("cfg", RAGGED_SPECIAL_CONFIGS,
+                         ids=lambda c: _id(f"rows{c[0]}", f"kv{c[1]}", f"h{c[2]}",
+                                           "dot_scaled" if c[2] % 32 == 0 else "decode", "scale-bytes-0-250-255"))
+def test_fp4_ragged_special_scale_bytes(backend, record, profile_override, cfg, oracle_on_device) -> None:
+    """Scale bytes 0 and 255 and a 2^123 x 2^-127 product, which finite quantized data never has."""
+    op = backend.op(FP4_RAGGED)
+    prof = _profile_name(op, profile_override)
+    S, N, H = cfg
+    seed = 43900 + S + N + H
+    case = vc.fp4_ragged_special_case(seed, S, N, H)
+    scored = oracle_on_device(lv.fp4_ragged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
+    name = _id(f"rows{S}", f"kv{N}", f"h{H}", "dot_scaled" if H % 32 == 0 else "decode", "scale-bytes-0-250-255")
+    record(FP4_RAGGED, f"{name}_seed{seed}", _judge_scorer(op.run, scored, case.kwargs), seed=seed, profile=prof)
 
 
 @pytest.mark.mxgate_op(FP4_RAGGED)

@@ -33,8 +33,7 @@ from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.scorers.common import ScoredLogits
 
 SEED = 0x1D25  # issue 25 (mxgate.identify.probes.SEED)
-_E2M1_ONE = 0x2  # the code of 1.0
-_BIG, _SMALL = 250, 0  # scale bytes of the byte-0 probe: 2^123 beside 2^-127 (or 0)
+_E2M1_ONE, _SMALL = lc.E2M1_ONE, lc.SPECIAL_SMALL
 _FALLBACK = "gfx950"  # the base profile of a backend that declares an unregistered one
 
 
@@ -195,24 +194,6 @@ def _evidence(f: str, v: object, calls: list, c: int, cell: int, ok: _Judged, ot
 # ---- the probe calls --------------------------------------------------------------------------
 
 
-def _special(qc: np.ndarray, qe: np.ndarray, kc: np.ndarray, ke: np.ndarray, w: np.ndarray, rows: np.ndarray) -> None:
-    """In place, on dense arrays (Q codes [R, H, D], scales [R, H, G]; batch 0's K codes [T, D],
-    scales [T, G]; weights [R, H]; ``rows`` the Q rows scoring batch 0): group 0 pairs Q scale
-    2^123 with token 0's K scale byte 0, group 1 a Q scale byte 0 with token 1's K scale 2^123,
-    group 2 token 2's K scale byte 255; Q codes of those groups 1.0, K codes 1.0 at those
-    tokens and 0 elsewhere in the groups, tokens 0..2 zero outside them; weights positive."""
-    for g, (q_byte, token, k_byte) in enumerate(((_BIG, 0, _SMALL), (_SMALL, 1, _BIG), (None, 2, 0xFF))):
-        cols = slice(GROUP * g, GROUP * (g + 1))
-        qc[rows, :, cols] = _E2M1_ONE
-        if q_byte is not None:
-            qe[rows, :, g] = q_byte
-        kc[:, cols] = 0
-        kc[token] = 0
-        kc[token, cols] = _E2M1_ONE
-        ke[token, g] = k_byte
-    w[rows] = np.abs(w[rows]) + np.float32(0.0625)
-
-
 _RANDOM, _SPECIAL = f"random, seed {SEED:#x}", "special scale bytes 0, 250 and 255"
 _DECODE_LENS = np.array([70, 40])
 
@@ -229,7 +210,7 @@ def _aiter_special(case: Any, lens: np.ndarray) -> tuple[dict[str, Any], tuple[n
     """The special-bytes call of an AITER FP4 case: its keyword arguments, and the dense arrays
     they were scattered from (Q codes, Q scales, K codes, K scales, weights rounded to bf16)."""
     qc, qe, kc, ke, w = (a.copy() for a in (case.q_codes, case.q_e8m0, case.k_codes, case.k_e8m0, case.weights))
-    _special(qc, qe, kc[0], ke[0], w, np.flatnonzero(case.batch == 0))
+    lc.special_scale_bytes(qc, qe, kc[0], ke[0], w, np.flatnonzero(case.batch == 0))
     kv, ks = lc.scatter_kv(kc, ke, case.kwargs["block_tables"], lens, case.kwargs["kv_cache"].shape[0])
     q, qs = lc.scatter_q(qc, qe)
     kwargs = dict(case.kwargs, kv_cache=kv, kv_scale=ks, weights=oracle.bf16_bits(w),
@@ -271,13 +252,9 @@ def _mixed_call(run, k):
 
 
 def _vllm_ragged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
-    case = vc.fp4_ragged_case(SEED, 4, 40, 32, windows="causal")
-    k = case.kwargs
-    qc, kc = oracle.unpack_nibbles(k["q_fp4"]), oracle.unpack_nibbles(k["k_fp4"])
-    qe, ke, w = k["q_e8m0"].copy(), k["k_e8m0"].copy(), k["weights"].copy()
-    _special(qc, qe, kc, ke, w, np.arange(qc.shape[0]))
-    special = dict(k, q_fp4=oracle.pack_nibbles(qc), q_e8m0=qe, k_fp4=oracle.pack_nibbles(kc), k_e8m0=ke, weights=w)
-    return [(f"random, seed {SEED:#x}", k), ("special scale bytes 0, 250 and 255", special)]
+    random = vc.fp4_ragged_case(SEED, 4, 40, 32, windows="causal").kwargs
+    special = vc.fp4_ragged_special_case(SEED, 4, 40, 32).kwargs
+    return [(f"random, seed {SEED:#x}", random), ("special scale bytes 0, 250 and 255", special)]
 
 
 def _vllm_paged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
@@ -291,7 +268,7 @@ def _vllm_paged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
     packed, ke = layout.gather(k["kv_cache"], slots=slots, block_size=bs, page_bytes=pb)
     qc, kc = oracle.unpack_nibbles(k["q_fp4"]).reshape(-1, 32, 128), oracle.unpack_nibbles(packed)
     qe, ke, w = k["q_e8m0"].reshape(-1, 32, 4).copy(), np.array(ke), k["weights"].copy()
-    _special(qc, qe, kc, ke, w, np.arange(case.meta["next_n"]))  # rows 0..next_n-1 score batch 0
+    lc.special_scale_bytes(qc, qe, kc, ke, w, np.arange(case.meta["next_n"]))  # rows 0..next_n-1 score batch 0
     cache = k["kv_cache"].copy()
     layout.scatter(cache, oracle.pack_nibbles(kc), np.ascontiguousarray(ke), slots=slots, block_size=bs, page_bytes=pb)
     special = dict(k, q_fp4=oracle.pack_nibbles(qc).reshape(k["q_fp4"].shape), q_e8m0=qe.reshape(k["q_e8m0"].shape),

@@ -166,6 +166,29 @@ def fp4_prefill_case(seed: int, batch: int, max_ctx: int, rows_per_batch: int, h
     return Fp4Case(kwargs, q_codes, q_e8m0, k_codes, k_e8m0, weights, ws, bi, start, end, seed)
 
 
+E2M1_ONE = 0x2  # the code of 1.0
+SPECIAL_BIG, SPECIAL_SMALL = 250, 0  # scale bytes of the byte-0 probe: 2^123 beside 2^-127 (or 0)
+
+
+def special_scale_bytes(qc: np.ndarray, qe: np.ndarray, kc: np.ndarray, ke: np.ndarray, w: np.ndarray, rows: np.ndarray) -> None:
+    """In place, on dense arrays (Q codes [R, H, D], scales [R, H, G]; batch 0's K codes [T, D],
+    scales [T, G]; weights [R, H]; ``rows`` the Q rows scoring batch 0): group 0 pairs Q scale
+    2^123 with token 0's K scale byte 0, group 1 a Q scale byte 0 with token 1's K scale 2^123,
+    group 2 token 2's K scale byte 255; Q codes of those groups 1.0, K codes 1.0 at those
+    tokens and 0 elsewhere in the groups, tokens 0..2 zero outside them; weights positive."""
+    groups = ((SPECIAL_BIG, 0, SPECIAL_SMALL), (SPECIAL_SMALL, 1, SPECIAL_BIG), (None, 2, 0xFF))
+    for g, (q_byte, token, k_byte) in enumerate(groups):
+        cols = slice(GROUP * g, GROUP * (g + 1))
+        qc[rows, :, cols] = E2M1_ONE
+        if q_byte is not None:
+            qe[rows, :, g] = q_byte
+        kc[:, cols] = 0
+        kc[token] = 0
+        kc[token, cols] = E2M1_ONE
+        ke[token, g] = k_byte
+    w[rows] = np.abs(w[rows]) + np.float32(0.0625)
+
+
 def dequant(codes: np.ndarray, e8m0: np.ndarray) -> np.ndarray:
     """Codes [..., D] and scales [..., D/32] -> float64 values (exact: dyadic, in range)."""
     vals = oracle.decode_e2m1(codes).astype(np.float64)

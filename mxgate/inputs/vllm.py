@@ -90,6 +90,20 @@ def fp4_ragged_case(seed: int, rows: int, tokens: int, heads: int, *, spread: in
     return Case(kwargs, seed, dict(rows=rows, tokens=tokens, heads=heads, spread=spread, windows=windows))
 
 
+def fp4_ragged_special_case(seed: int, rows: int, tokens: int, heads: int) -> Case:
+    """A causal ragged FP4 case whose first groups carry the special scale bytes
+    (``logits.special_scale_bytes``): Q 2^123 against K byte 0, Q byte 0 against K 2^123, and a
+    K scale byte 255, which the kernels' decodes read as NaN (``tl.dot_scaled``) or +Inf (the
+    software decode of heads % 32 != 0)."""
+    case = fp4_ragged_case(seed, rows, tokens, heads, windows="causal")
+    k = case.kwargs
+    qc, kc = oracle.unpack_nibbles(k["q_fp4"]), oracle.unpack_nibbles(k["k_fp4"])
+    qe, ke, w = k["q_e8m0"].copy(), k["k_e8m0"].copy(), k["weights"].copy()
+    logits.special_scale_bytes(qc, qe, kc, ke, w, np.arange(qc.shape[0]))
+    kwargs = dict(k, q_fp4=oracle.pack_nibbles(qc), q_e8m0=qe, k_fp4=oracle.pack_nibbles(kc), k_e8m0=ke, weights=w)
+    return Case(kwargs, seed, dict(case.meta, special_scales=True))
+
+
 def fp8_paged_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int, *, block_size: int = 64,
                    ctx2d: bool = False, variant: str = "fn") -> Case:
     """Paged FP8 inputs in the aiter-fp8-kv layout (mxgate.inputs.logits.fp8_decode_case), with vLLM's
