@@ -107,6 +107,18 @@ def test_fp4_paged(backend, record, profile_override, cfg, oracle_on_device) -> 
 
 
 @pytest.mark.mxgate_op(FP4_PAGED)
+def test_fp4_paged_special_scale_bytes(backend, record, profile_override, oracle_on_device) -> None:
+    """Scale bytes 0 and 255 and a 2^123 x 2^-127 product (tl.dot_scaled reads 255 as NaN)."""
+    op = backend.op(FP4_PAGED)
+    prof = _profile_name(op, profile_override)
+    seed = 43950
+    case = vc.fp4_paged_special_case(seed, 2, 2, 32, 96)
+    scored = oracle_on_device(lv.fp4_paged_logits_scored)(**case.kwargs, profile=qv.profile(prof))
+    record(FP4_PAGED, f"b2_n2_h32_ctx96_scale-bytes-0-250-255_seed{seed}", _judge_scorer(op.run, scored, case.kwargs),
+           seed=seed, profile=prof)
+
+
+@pytest.mark.mxgate_op(FP4_PAGED)
 @pytest.mark.parametrize("knobs", KNOBS, ids=["segment2", "tilechunks2"])
 def test_fp4_paged_launch_knobs(backend, record, profile_override, knobs, oracle_on_device) -> None:
     """The v2 wrapper's alternative kernels (segment / tiled), chosen by its environment knobs;

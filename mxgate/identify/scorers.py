@@ -258,22 +258,10 @@ def _vllm_ragged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _vllm_paged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
-    case = vc.fp4_paged_case(SEED, 2, 2, 32, 96, spread=40)
-    k = case.kwargs
-    bs, pb = case.meta["block_size"], case.meta["page_bytes"]
-    layout = oracle.layouts.get("vllm-fp4-indexer-k")
-    n = int(np.max(k["context_lens"][0]))
-    t = np.arange(n)
-    slots = k["block_tables"][0, t // bs].astype(np.int64) * bs + t % bs
-    packed, ke = layout.gather(k["kv_cache"], slots=slots, block_size=bs, page_bytes=pb)
-    qc, kc = oracle.unpack_nibbles(k["q_fp4"]).reshape(-1, 32, 128), oracle.unpack_nibbles(packed)
-    qe, ke, w = k["q_e8m0"].reshape(-1, 32, 4).copy(), np.array(ke), k["weights"].copy()
-    lc.special_scale_bytes(qc, qe, kc, ke, w, np.arange(case.meta["next_n"]))  # rows 0..next_n-1 score batch 0
-    cache = k["kv_cache"].copy()
-    layout.scatter(cache, oracle.pack_nibbles(kc), np.ascontiguousarray(ke), slots=slots, block_size=bs, page_bytes=pb)
-    special = dict(k, q_fp4=oracle.pack_nibbles(qc).reshape(k["q_fp4"].shape), q_e8m0=qe.reshape(k["q_e8m0"].shape),
-                   kv_cache=cache, weights=w)
-    return [(f"random, seed {SEED:#x}, group scales up to 2^40 apart", k), ("special scale bytes 0, 250 and 255", special)]
+    random = vc.fp4_paged_case(SEED, 2, 2, 32, 96, spread=40).kwargs
+    special = vc.fp4_paged_special_case(SEED, 2, 2, 32, 96).kwargs
+    return [(f"random, seed {SEED:#x}, group scales up to 2^40 apart", random),
+            ("special scale bytes 0, 250 and 255", special)]
 
 
 def _sglang_calls(p: Profile) -> list[tuple[str, dict[str, Any]]]:

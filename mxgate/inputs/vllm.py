@@ -104,6 +104,28 @@ def fp4_ragged_special_case(seed: int, rows: int, tokens: int, heads: int) -> Ca
     return Case(kwargs, seed, dict(case.meta, special_scales=True))
 
 
+def fp4_paged_special_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int, *,
+                           spread: int = 40) -> Case:
+    """A paged FP4 case whose batch-0 rows and tokens carry the special scale bytes
+    (``logits.special_scale_bytes``), written back through the K cache layout."""
+    case = fp4_paged_case(seed, batch, next_n, heads, max_ctx, spread=spread)
+    k = case.kwargs
+    bs, pb = case.meta["block_size"], case.meta["page_bytes"]
+    layout = layouts.get("vllm-fp4-indexer-k")
+    n = int(np.max(k["context_lens"][0]))
+    t = np.arange(n)
+    slots = k["block_tables"][0, t // bs].astype(np.int64) * bs + t % bs
+    packed, ke = layout.gather(k["kv_cache"], slots=slots, block_size=bs, page_bytes=pb)
+    qc, kc = oracle.unpack_nibbles(k["q_fp4"]).reshape(-1, heads, HEAD_DIM), oracle.unpack_nibbles(packed)
+    qe, ke, w = k["q_e8m0"].reshape(-1, heads, HEAD_DIM // GROUP).copy(), np.array(ke), k["weights"].copy()
+    logits.special_scale_bytes(qc, qe, kc, ke, w, np.arange(next_n))  # rows 0..next_n-1 score batch 0
+    cache = k["kv_cache"].copy()
+    layout.scatter(cache, oracle.pack_nibbles(kc), np.ascontiguousarray(ke), slots=slots, block_size=bs, page_bytes=pb)
+    kwargs = dict(k, q_fp4=oracle.pack_nibbles(qc).reshape(k["q_fp4"].shape), q_e8m0=qe.reshape(k["q_e8m0"].shape),
+                  kv_cache=cache, weights=w)
+    return Case(kwargs, seed, dict(case.meta, special_scales=True))
+
+
 def fp8_paged_case(seed: int, batch: int, next_n: int, heads: int, max_ctx: int, *, block_size: int = 64,
                    ctx2d: bool = False, variant: str = "fn") -> Case:
     """Paged FP8 inputs in the aiter-fp8-kv layout (mxgate.inputs.logits.fp8_decode_case), with vLLM's
