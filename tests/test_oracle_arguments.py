@@ -592,3 +592,15 @@ def test_ml_dtypes_arrays_are_accepted_by_dtype_name() -> None:
     assert oracle.encode_e2m1(x, "gfx950").tolist() == [3, 8, 5]
     assert {n for n in ONE_BYTE_FLOAT_NAMES if hasattr(ml_dtypes, n)} == {
         np.dtype(getattr(ml_dtypes, n)).name for n in ONE_BYTE_FLOAT_NAMES if hasattr(ml_dtypes, n)}
+
+
+def test_registering_an_equal_profile_keeps_the_registered_object() -> None:
+    """A loaded backend registers its worker's copy of a profile: the registered object stays,
+    so the module's own handle keeps its identity."""
+    shipped = profiles.get("vllm-rocm")
+    copy = dataclasses.replace(shipped)
+    assert copy == shipped and copy is not shipped
+    assert profiles.register(copy) is shipped
+    assert profiles.get("vllm-rocm") is shipped
+    with pytest.raises(ValueError, match="is taken"):
+        profiles.register(dataclasses.replace(shipped, tie="zero"))

@@ -393,8 +393,10 @@ def register(profile: Profile) -> Profile:
     if not isinstance(profile, Profile):
         raise TypeError(f"profile must be a Profile, got {type(profile).__name__}")
     taken = _PROFILES.get(profile.name)
-    if taken is not None and taken != profile:
-        raise ValueError(f"profile name {profile.name!r} is taken; choose another name")
+    if taken is not None:
+        if taken != profile:
+            raise ValueError(f"profile name {profile.name!r} is taken; choose another name")
+        return taken  # the object already registered stays: callers holding it keep their identity
     _PROFILES[profile.name] = profile
     return profile
 
