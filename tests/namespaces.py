@@ -9,6 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from mxgate.oracle.bits import unique_patterns  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns  # noqa: E402
 from mxgate.inputs.boundaries import element_boundaries  # noqa: E402
@@ -77,9 +78,9 @@ def boundary_patterns() -> np.ndarray:
         edges += [b - 1, b, b + 1]
     edges = np.array([e for e in edges if 0 <= e < 0x80000000], dtype=np.uint32)
     pats += [edges, edges | np.uint32(0x80000000)]
-    return np.unique(np.concatenate(pats))
+    return unique_patterns(np.concatenate(pats))
 
 
 def element_inputs(seed: int) -> np.ndarray:
     """2^20 strided patterns, every boundary class, every bf16 pattern (as float32)."""
-    return np.unique(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))
+    return unique_patterns(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))

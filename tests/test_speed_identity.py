@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from numpy.random import PCG64, Generator
 
+from mxgate.oracle.bits import unique_patterns
 from mxgate import oracle
 from mxgate.oracle import exact as X
 from mxgate.oracle import profiles
@@ -50,7 +51,7 @@ def boundary_float32() -> np.ndarray:
     near = (base[:, None] + np.arange(-2, 3)).ravel()
     near = near[(near >= 0) & (near <= 0x7FFFFFFF)]
     both = np.concatenate([near, near | 0x80000000])
-    return np.unique(both.astype(np.uint32))
+    return unique_patterns(both.astype(np.uint32))
 
 
 def patterns() -> np.ndarray:
@@ -322,3 +323,20 @@ def test_scale_table_every_amax_pattern(name: str) -> None:
 
     for start in range(0, 1 << 31, 1 << 24):
         check(np.arange(start, start + (1 << 24), dtype=np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.uint32, np.int64])
+def test_unique_patterns_is_numpys_unique(dtype: type) -> None:
+    """The sort-based unique the tests and inputs use (NumPy 2.3+ hashes integers, slowly) gives
+    np.unique's values, first indices and dtypes, empty and 2-D inputs included (seed 26)."""
+    rng = np.random.default_rng(26)
+    for shape in [(0,), (1,), (7, 3), (1 << 16,)]:
+        a = rng.integers(0, 100 if dtype == np.uint8 else 5000, shape).astype(dtype)
+        values, first = np.unique(a, return_index=True)
+        got_values, got_first = unique_patterns(a, return_index=True)
+        assert got_values.dtype == values.dtype and got_first.dtype == first.dtype
+        np.testing.assert_array_equal(got_values, values)
+        np.testing.assert_array_equal(got_first, first)
+        np.testing.assert_array_equal(unique_patterns(a), values)
+    with pytest.raises(TypeError, match="integer bit patterns"):
+        unique_patterns(np.float32([1.0, 1.0]))

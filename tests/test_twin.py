@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from mxgate.oracle.bits import unique_patterns  # noqa: E402
 from mxgate import op_table, oracle  # noqa: E402
 from mxgate import twin  # noqa: E402
 from mxgate.oracle import profiles  # noqa: E402
@@ -137,7 +138,7 @@ def test_float16_conversions_are_numpys() -> None:
 def amax_inputs(seed: int) -> np.ndarray:
     """Non-negative patterns: a strided sample, the boundaries, Inf and NaN patterns."""
     u = np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns()]) & np.uint32(0x7FFFFFFF)
-    return np.unique(np.concatenate([u, np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32)]))
+    return unique_patterns(np.concatenate([u, np.array([0, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF], np.uint32)]))
 
 
 def test_e8m0_scale_every_profile() -> None:
@@ -206,7 +207,7 @@ def test_scale_step_table_matches_the_oracle() -> None:
     for name in PROFILES:
         starts = scale_table.segments(name)[0].numpy()
         inside = starts[(starts > 0) & (starts < scale_table.DOMAIN)]
-        u = np.unique(np.concatenate([base, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
+        u = unique_patterns(np.concatenate([base, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
         with np.errstate(over="ignore", invalid="ignore"):
             expected = oracle.e8m0_scale(u.view(np.float32), name)
         assert_same(expected, scale_table.scale_from_table(tt(u), name), f"step table {name}", u)
@@ -352,7 +353,7 @@ def test_fused_under_the_interpreter() -> None:
         pytest.fail(f"interpreter child cannot run the kernel: {reason}")
     _fused_check("cpu", 96, SEED + 8)
     rng = rng_of(SEED + 9)
-    u = np.unique(np.concatenate([boundary_patterns()[::7], rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32),
+    u = unique_patterns(np.concatenate([boundary_patterns()[::7], rng.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32),
                                   (np.arange(1, 40, dtype=np.uint32) * np.uint32(0x9E3779B1)) & np.uint32(0x807FFFFF)]))
     _scale_bits_check("cpu", u, f"seed {SEED + 9}")
 
@@ -546,7 +547,7 @@ def test_gpu_every_amax_through_every_scale_policy() -> None:
                                          f"{[hex(start + int(i)) for i in bad]}")
         starts = scale_table.segments(name, GPU_DEVICE)[0].cpu().numpy()
         inside = starts[(starts > 0) & (starts < scale_table.DOMAIN)]
-        host = np.unique(np.concatenate([sample, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
+        host = unique_patterns(np.concatenate([sample, inside.astype(np.uint32), (inside - 1).astype(np.uint32)]))
         with np.errstate(over="ignore", invalid="ignore"):
             want = oracle.e8m0_scale(host.view(np.float32), name)
         device_bytes = oracle.e8m0_scale(tt(host, GPU_DEVICE).view(torch.float32), name)

@@ -24,6 +24,7 @@ import numpy as np
 
 from mxgate import oracle
 from mxgate.inputs.bits import F32_INF, F32_MAX, NAN_PAYLOADS, SIGN, bf16_patterns, bit, f32, is_nan_bits, pow2_bits
+from mxgate.oracle.bits import unique_patterns
 from mxgate.oracle.formats.e2m1 import MAGNITUDES, MIDPOINTS
 from mxgate.oracle.geometry import GROUP
 from mxgate.oracle.profiles import AITER_AMAX_FLOOR
@@ -205,7 +206,7 @@ def flags_of(x: np.ndarray) -> list[str]:
         _FLAGS = _flag_table()
     u = np.ascontiguousarray(x, np.float32).view(np.uint32).reshape(-1)
     flags: list[str] = []
-    for p in np.unique(u).tolist():
+    for p in unique_patterns(u).tolist():
         if is_nan_bits(np.uint32(p)):
             flag = "nan"
         elif p & ~SIGN == F32_INF:

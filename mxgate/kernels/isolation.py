@@ -60,7 +60,10 @@ _CONTEXT = multiprocessing.get_context("spawn")
 # there. Each worker then pays only for its own backend's import, not for Python, NumPy and torch
 # again (seventeen workers on two cores: most of the start-up). The server starts under the
 # workers' environment; a worker whose environment differs from the server's is spawned.
-_PRELOAD = ("mxgate.kernels.isolation", "numpy", "torch")
+# torch (over a second of CPU) is preloaded only when the first start starts several workers:
+# a lone worker imports it itself if its backend needs it, and most lone backends do not.
+_PRELOAD = ("mxgate.kernels.isolation", "numpy")
+_PRELOAD_SHARED = ("torch",)
 _SERVER: dict[str, Any] = {}  # "environment": the one the fork server was started under; "broken": True
 _LOADING = "loading the backend"
 
@@ -440,10 +443,10 @@ _GATE_ONLY = frozenset({"MXGATE_ISOLATED_WORKER", "MXGATE_TIMEOUT", "MXGATE_STAR
                         "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_VERSION"})
 
 
-def _fork_server(environment: dict[str, str]) -> Any:
+def _fork_server(environment: dict[str, str], workers: int) -> Any:
     """The fork-server context when workers of this environment can start from it, else None
     (no fork server on this platform, one that failed, one started by someone else or under
-    another environment)."""
+    another environment). ``workers``: how many the start that may start the server starts."""
     if _SERVER.get("broken") or "forkserver" not in multiprocessing.get_all_start_methods():
         return None
     from multiprocessing import forkserver
@@ -452,7 +455,7 @@ def _fork_server(environment: dict[str, str]) -> Any:
     if known is None:
         if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
             return None  # a server another part of this process started, preloaded as it chose
-        forkserver.set_forkserver_preload(list(_PRELOAD))
+        forkserver.set_forkserver_preload(list(_PRELOAD + (_PRELOAD_SHARED if workers > 1 else ())))
         _SERVER["environment"] = dict(environment)
     elif known != environment:
         return None
@@ -471,15 +474,16 @@ class _Worker:
 
     # starting and loading
 
-    def begin(self) -> None:
-        """Start the worker; the backend builds while the parent does other work (``finish_start``)."""
+    def begin(self, workers: int = 1) -> None:
+        """Start the worker (one of ``workers`` started together); the backend builds while the
+        parent does other work (``finish_start``)."""
         parent, child = _CONTEXT.Pipe()
         saved, neutral = dict(os.environ), _worker_environment()
         os.environ.clear()
         os.environ.update(neutral)
         try:
             self.process = None
-            server = _fork_server(neutral)
+            server = _fork_server(neutral, workers)
             if server is not None:
                 try:
                     self.process = server.Process(target=_serve, args=(child, self.name, self.device, neutral),
@@ -786,7 +790,7 @@ def start_all(names: list[str], device: str = "cpu", *, timeout: float = DEFAULT
     workers = {name: _Worker(name, device, float(timeout), float(startup_timeout)) for name in names
                if name not in loaded}
     for worker in workers.values():
-        worker.begin()
+        worker.begin(len(workers))
     for name, worker in workers.items():
         try:
             loaded[name] = IsolatedBackend(worker.finish_start(), worker, policy)
