@@ -402,5 +402,6 @@ def register(profile: Profile) -> Profile:
 
 
 # Registered on every import of this module, so the set of names never depends on what else a
-# process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer).
-from mxgate.oracle import profiles_aiter, profiles_vllm  # noqa: E402,F401
+# process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer,
+# triton_kernels' torch reference).
+from mxgate.oracle import profiles_aiter, profiles_triton, profiles_vllm  # noqa: E402,F401
