@@ -61,7 +61,6 @@ def test_onnx_reference_where_onnx_is_installed(matrix: dict) -> None:
 @pytest.mark.parametrize("backend,env,op,reason", [
     ("aiter-reference", "MXGATE_AITER_SRC", "mx.quantize", "(expected 0x01, got 0x00)"),
     ("aiter-reference", "MXGATE_AITER_SRC", "aiter.ref_quant_mxfp4.ceil", "4 of 15 elements differ"),
-    ("microxcaling", "MXGATE_MICROXCALING_SRC", "mx.quantize", "the peer returned inf (bits 0x7f800000)"),
 ])
 def test_quick_tier_sees_the_extreme_amax_findings(tmp_path: Path, backend: str, env: str, op: str,
                                                    reason: str) -> None:
@@ -79,3 +78,24 @@ def test_quick_tier_sees_the_extreme_amax_findings(tmp_path: Path, backend: str,
     assert cell["verdict"] == "fail" and cell["known_findings"], cell
     failure = next(f for f in cell["failures"] if "extreme" in f["config"])
     assert reason in failure["reason"], failure
+
+
+def test_microxcaling_is_judged_on_its_own_elements(tmp_path: Path) -> None:
+    """The adapter reads the E2M1 values _quantize_mx computes before it scales them back, so a
+    FLT_MAX block (scale 2^126, whose 4 * 2^126 overflows to Inf in the emulator's output) is judged
+    on its codes: mx.quantize is exact. e2m1.encode's NaN for |y| >= 0x7F7FFFD4 has no code: a raise,
+    which stays a fail under --xfail-known (the command's exit status is 1 with and without it)."""
+    import os
+
+    if not os.environ.get("MXGATE_MICROXCALING_SRC"):
+        pytest.skip("MXGATE_MICROXCALING_SRC names no checkout")
+    for flag in ([], ["--xfail-known"]):
+        args = [sys.executable, "-m", "mxgate", "check", "--backend", "microxcaling", "--json", "m.json", *flag]
+        done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        matrix = json.loads((tmp_path / "m.json").read_text())
+        quantize = _cell(matrix, "microxcaling", "mx.quantize")
+        assert quantize["verdict"] == "exact" and not quantize["failures"], quantize
+        encode = _cell(matrix, "microxcaling", "e2m1.encode")
+        raised = [f for f in encode["failures"] if "raised" in f["reason"]]
+        assert raised and all("saturation" in f["config"] and "returned nan" in f["reason"] for f in raised), encode

@@ -58,10 +58,6 @@ KNOWN_FINDINGS.update({
         "microxcaling rounds with floor(|y| + 0.5) in float32, which double-rounds: y = 0.25 - 1 ulp (0x3E7FFFFF) gives "
         "0.5 (code 0x1) where half away from zero gives 0x0; and 2**floor(log2|y|) overflows for |y| >= 0x7F7FFFD4 "
         "(log2 rounds to 128), which gives NaN; docs/findings/peers.md"),
-    ("microxcaling", OpName.MX_QUANTIZE): (
-        "microxcaling's shared exponent floor(torch.log2(amax)) is 128 for an amax whose log2 rounds to 128 "
-        "(0x7F7FFFD4 up to FLT_MAX 0x7F7FFFFF): the scale is 2^126, the element clamps to 6 and its dequantized value "
-        "6 * 2^126 overflows to +-Inf, which no E2M1 code represents; docs/findings/peers.md"),
     ("torchao-mx-rceil", OpName.MX_QUANTIZE): (
         "torchao RCEIL multiplies a NaN block by its NaN descale; where the element is a NaN too, torch's CPU multiply "
         "keeps the descale's NaN (the amax's, sign cleared): a -qNaN element gives 0x3 where the profile's nan_scale "

@@ -15,7 +15,7 @@ What each peer does and where it is wrong: docs/findings/peers.md.
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -164,6 +164,28 @@ MICROXCALING_SPEC = sources.ProjectSpec(
 )
 
 
+def _elements_of_quantize_mx(mx_ops: types.ModuleType, run: Callable[[], Any]) -> np.ndarray:
+    """The E2M1 values _quantize_mx computes before it multiplies them back by the scale: the output
+    of its one call of _quantize_elemwise_core, recorded while ``run`` calls _quantize_mx. The
+    product is not what the codes are: 6 * 2^126 overflows to Inf where the element is 6."""
+    core = mx_ops._quantize_elemwise_core
+    recorded: list[Any] = []
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        out = core(*args, **kwargs)
+        recorded.append(out.detach().clone())
+        return out
+
+    mx_ops._quantize_elemwise_core = record
+    try:
+        run()
+    finally:
+        mx_ops._quantize_elemwise_core = core
+    if len(recorded) != 1:
+        raise RuntimeError(f"_quantize_mx called _quantize_elemwise_core {len(recorded)} times, not once")
+    return recorded[0].numpy().astype(np.float32)
+
+
 class MicroxcalingBackend(Backend):
     description = ("microsoft/microxcaling's emulator: mx_ops._quantize_mx (fp4_e2m1, block 32, round 'nearest', "
                    "custom_cuda=False) and elemwise_ops._quantize_elemwise_core; needs " + MICROXCALING_ENV)
@@ -206,16 +228,15 @@ class MicroxcalingBackend(Backend):
             x32 = np.ascontiguousarray(x, np.float32)
             rows = x32.reshape(-1, x32.shape[-1] // _GROUP, _GROUP)
             a = torch.from_numpy(rows.copy())
-            out = mx_ops._quantize_mx(a, 8, fmt, shared_exp_method="max", axes=[-1], block_size=_GROUP,
-                                      round="nearest", flush_fp32_subnorms=False, custom_cuda=False).numpy()
+            elements = _elements_of_quantize_mx(mx_ops, lambda: mx_ops._quantize_mx(
+                a, 8, fmt, shared_exp_method="max", axes=[-1], block_size=_GROUP, round="nearest",
+                flush_fp32_subnorms=False, custom_cuda=False))
             # The scale _quantize_mx divides by (it returns only the dequantized values): its own
             # _shared_exponents, offset by the format's emax and clipped at -127 as _quantize_mx does.
             shared = mx_ops._shared_exponents(a, method="max", axes=[-1], ebits=0).numpy() - emax
-            shared = np.maximum(shared, -127)
-            byte = (shared + 127).astype(np.int64)
-            scale = np.ldexp(np.float32(1.0), byte - 127).astype(np.float32)
-            codes = values_to_codes((out / scale).astype(np.float32))
-            packed = _pack(codes.reshape(rows.shape))
+            byte = (np.maximum(shared, -127) + 127).astype(np.int64)
+            codes = values_to_codes(elements.reshape(rows.shape))
+            packed = _pack(codes)
             return (packed.reshape(x32.shape[:-1] + (x32.shape[-1] // 2,)),
                     byte.astype(np.uint8).reshape(x32.shape[:-1] + (x32.shape[-1] // _GROUP,)))
 
