@@ -27,6 +27,7 @@ from mxgate.oracle.ops import frontend
 from mxgate.oracle.ops import members as _members
 from mxgate.oracle.ops.indexer import IndexerOutputs
 from mxgate.oracle.scorers import common as _args
+from mxgate.oracle.scorers.cells import classify_logits
 from mxgate.oracle.scorers.common import ScoredLogits
 from mxgate.oracle.scorers.topk import admissible_range, topk_indices
 
@@ -356,20 +357,11 @@ def compare_logits(scored: ScoredLogits, actual: np.ndarray, fill: np.ndarray | 
     if fill is None:
         changed = np.zeros_like(win)
     value, bound = scored.value, scored.bound
+    classes = classify_logits(scored, a)
+    equal_cells, err = classes.bit_equal, classes.error
+    good = classes.within | classes.same_class
     with np.errstate(invalid="ignore", over="ignore"):
-        a64 = a.astype(np.float64)
-        finite_v = np.isfinite(value)
-        err = np.abs(a64 - value)
-        ok_finite = finite_v & np.isfinite(a64) & (err <= bound)
-        same_class = ~finite_v & ((np.isnan(value) & np.isnan(a64)) | (value == a64))
-        good = win & (ok_finite | same_class)
-        if scored.emulated is not None:
-            e = scored.emulated
-            bit = (a.view(np.uint32) == e.view(np.uint32)) | (np.isnan(a) & np.isnan(e))
-            equal_cells = win & bit
-        else:
-            equal_cells = win & (a64 == value)
-        ratio = np.where(win & finite_v & (bound > 0), err / np.where(bound > 0, bound, 1.0), 0.0)
+        ratio = np.where(win & np.isfinite(value) & (bound > 0), err / np.where(bound > 0, bound, 1.0), 0.0)
     outside = win & ~good & ~equal_cells
     n_equal = int(equal_cells.sum())
     n_out = int(outside.sum())

@@ -2,10 +2,10 @@
 
 A scorer's output is a float32 score per (row, token) cell, not bytes: a cell is *explained*
 by a profile when it equals the oracle's emulated order bit for bit, lies within the bound of
-the oracle's value, or has the value's non-finite class (the gate's ``compare_logits`` rule,
-on the window cells). The fields a scorer reads are the ones its oracle function takes from
-the profile (``ScorerDriver.fields``: the e8m0 byte-0 and byte-255 rules, the FP8 variant);
-every combination of their candidate values is tried. Each op has two calls: a seeded random
+the oracle's value, or has the value's non-finite class (``mxgate.oracle.scorers.cells``, the
+rule the gate's ``compare_logits`` reads too, on the window cells). The fields a scorer reads
+are the ones its oracle function takes from the profile (``ScorerDriver.fields``: the e8m0
+byte-0 and byte-255 rules, the FP8 variant); every combination of their candidate values is tried. Each op has two calls: a seeded random
 case from ``mxgate.inputs``, and (FP4 scorers) a *special bytes* case where batch 0's tokens
 0, 1 and 2 carry a K scale byte 0 beside Q scale 250, a Q scale byte 0 beside K scale 250, and
 a K scale byte 255, every other code of those groups 0 (so that no other term hides theirs).
@@ -29,6 +29,7 @@ from mxgate.op_table import OpName
 from mxgate.oracle import profiles, scorers
 from mxgate.oracle.geometry import GROUP, HEAD_DIM
 from mxgate.oracle.profiles import Profile
+from mxgate.oracle.scorers import cells
 from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.scorers.common import ScoredLogits
 
@@ -72,26 +73,21 @@ class _Judged:
 
 
 def _judge(scored: list[ScoredLogits], actual: list[np.ndarray]) -> _Judged:
+    """The gate's cell rule (``oracle.scorers.cells``) on each call's window cells."""
     out = _Judged()
     for s, a in zip(scored, actual):
         win = np.asarray(s.window, bool)
         if a.shape != win.shape:
             raise ValueError(f"the backend's logits have shape {a.shape}, the oracle's {win.shape}")
-        got = a[win]
-        value, bound = np.asarray(s.value, np.float64)[win], np.asarray(s.bound, np.float64)[win]
+        classes = cells.classify_logits(s, a)
         emulated = np.asarray(s.emulated if s.emulated is not None else s.value, np.float32)[win]
-        with np.errstate(invalid="ignore", over="ignore"):
-            g64 = got.astype(np.float64)
-            bit = (got.view(np.uint32) == emulated.view(np.uint32)) | (np.isnan(got) & np.isnan(emulated))
-            finite = np.isfinite(value) & np.isfinite(g64) & (np.abs(g64 - value) <= bound)
-            special = ~np.isfinite(value) & ((np.isnan(value) & np.isnan(g64)) | (value == g64))
         out.windows.append(win)
-        out.explained.append(bit | finite | special)
-        out.exact.append(bit)
-        out.backend.append(got.view(np.uint32).astype(np.int64))
+        out.explained.append(classes.explained[win])
+        out.exact.append(classes.bit_equal[win])
+        out.backend.append(a[win].view(np.uint32).astype(np.int64))
         out.emulated.append(emulated.view(np.uint32).astype(np.int64))
-        out.value.append(value)
-        out.bound.append(bound)
+        out.value.append(np.asarray(s.value, np.float64)[win])
+        out.bound.append(np.asarray(s.bound, np.float64)[win])
     return out
 
 
