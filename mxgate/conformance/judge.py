@@ -28,8 +28,8 @@ from mxgate.oracle.ops import members as _members
 from mxgate.oracle.ops.indexer import IndexerOutputs
 from mxgate.oracle.scorers import common as _args
 from mxgate.oracle.scorers.cells import classify_logits
+from mxgate.oracle.scorers.choices import classify_topk
 from mxgate.oracle.scorers.common import ScoredLogits
-from mxgate.oracle.scorers.topk import admissible_range, topk_indices
 
 EXACT = "exact"
 ACCEPTABLE = "acceptable"
@@ -454,52 +454,13 @@ def check_topk(oracle_values: np.ndarray, bound: np.ndarray, backend_indices: np
     lowest admissible value beats the highest of a chosen cell is a genuine miss. Columns that
     are not candidates (out of the window, -inf, NaN, out of range, repeated) are invalid.
     """
-    k = _args.integer(k, "k", minimum=0)
-    max_misses = _args.integer(max_misses, "max_misses", minimum=0)
-    v = np.asarray(oracle_values, dtype=np.float64)
-    b = np.asarray(bound, dtype=np.float64)
-    idx = np.asarray(backend_indices)
-    if v.ndim != 2 or b.shape != v.shape:
-        raise ValueError(f"oracle_values and bound must have the same [rows, columns] shape, got {v.shape} and {b.shape}")
-    if idx.ndim != 2 or idx.shape[0] != v.shape[0] or idx.shape[1] < k:
-        raise ValueError(f"backend_indices must have shape [{v.shape[0]}, >= {k}], got {idx.shape}")
-    if not np.issubdtype(idx.dtype, np.integer):
-        raise TypeError(f"backend_indices must be integers, got {idx.dtype}")
-    rows, n = v.shape
-    cand, lo, hi = admissible_range(v, b, window)
-    ref = topk_indices(v, k, window)
-    per_row = np.ones(rows)
-    swaps = misses = invalid = 0
-    first: list[tuple[int, int, int]] = []
-    for r in range(rows):  # rows are few (queries); columns are vectorised
-        want = ref[r][ref[r] >= 0]
-        got = idx[r, :k].astype(np.int64)
-        pad = got < 0
-        inside = (got >= 0) & (got < n)
-        valid = inside.copy()
-        valid[inside] = cand[r, got[inside]]
-        _, first_pos = np.unique(got, return_index=True)
-        repeat = np.ones(k, bool)
-        repeat[first_pos] = False
-        bad = ~pad & (~valid | repeat)
-        invalid += int(bad.sum())
-        chosen = np.unique(got[valid & ~repeat])
-        # padding is only legitimate when the row has fewer than k candidates
-        invalid += int(max(0, min(k, int(cand[r].sum())) - chosen.size - int(bad.sum())))
-        if want.size:
-            per_row[r] = np.isin(want, chosen).sum() / want.size
-        left = want[~np.isin(want, chosen)]
-        if left.size == 0:
-            continue
-        floor = hi[r, chosen].min() if chosen.size else -np.inf
-        beats = lo[r, left] > floor
-        misses += int(beats.sum())
-        swaps += int((~beats).sum())
-        if beats.any() and len(first) < max_misses:
-            loser = int(chosen[np.argmin(hi[r, chosen])])
-            first.extend((r, int(c), loser) for c in left[beats][: max_misses - len(first)])
-    total = int((ref >= 0).sum())
-    overlap = float((per_row * (ref >= 0).sum(axis=1)).sum() / total) if total else 1.0
+    rows = classify_topk(oracle_values, bound, backend_indices, k, window, max_misses)
+    v, b, first = np.asarray(oracle_values, np.float64), np.asarray(bound, np.float64), rows.first_misses
+    swaps, misses, invalid = int(rows.swaps.sum()), int(rows.misses.sum()), int(rows.invalid.sum())
+    wanted = (rows.oracle >= 0).sum(axis=1)
+    total = int(wanted.sum())
+    overlap = float((rows.overlap * wanted).sum() / total) if total else 1.0
+    per_row = rows.overlap
     passed = misses == 0 and invalid == 0
     if passed:
         reason = "" if swaps == 0 else f"{swaps} near-tie swap(s) within the bound, overlap {overlap:.4f}"
