@@ -1,7 +1,7 @@
 """mxgate identify on the decoders, the page68 reader and the scorers: the oracle's functions
 named by their declared profile (exit 0), a planted wrong kernel per op family reported as
 unexplained (exit 1), a planted scorer field named, and an op with no
-probes (exit 5). Kernels: tests/user_backends/identify_reader_kernels.py."""
+probes (exit 5, tests/user_backends/identify_more_kernels.py). Kernels: tests/user_backends/identify_reader_kernels.py."""
 
 from __future__ import annotations
 
@@ -92,9 +92,16 @@ def test_scorer_field_named_with_its_evidence() -> None:
 
 
 def test_an_op_without_probes_is_status_5() -> None:
-    run = _cli("--backend", _spec("topk_only"))
+    run = _cli("--backend", "identify_more_kernels:kv_layout_only")  # a CUDA-only op
     assert run.returncode == 5, run.stdout + run.stderr
-    assert "not probed by identify" in run.stdout and "vllm.fp4_paged_mqa_logits_topk" in run.stdout
+    assert "not probed by identify" in run.stdout and "aiter.kv_fp4_preshuffle_layout" in run.stdout
+
+
+def test_a_topk_kernel_answering_zeros_is_unexplained() -> None:
+    """``topk_only`` gives column 0 k times: repeats no admissible set holds."""
+    (found,) = identify(_spec("topk_only")).ops
+    assert found.status == UNEXPLAINED and found.inference.matches == [], (found.status, found.cause)
+    assert "invalid choice(s)" in found.scorer.first_text
 
 
 def test_oracle_scorers_match_the_declared_profile() -> None:

@@ -13,14 +13,12 @@ Each op is judged under its declared profile (or ``--profile``) against the orac
 * layout builders against the oracle's layouts (zero-filled buffers, as the builders make them);
 * ``aiter.ref_mqa_logits_mixed`` and ``aiter.fp8_mqa_logits`` against the exact value and
   rigorous bound of the FP4 / FP8 scorers (any qk summation order);
-* ``aiter.indexer_k_quant_and_cache`` against a composition of the oracle's FP8 token scale,
-  e4m3 encoder and FP8 cache layouts.
+* ``aiter.indexer_k_quant_and_cache`` against ``mxgate.oracle.ops.indexer_k`` (the oracle's
+  ue8m0 token scale, e4m3 encoder and FP8 cache layouts).
 Seeds are in every config id.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pytest
@@ -32,11 +30,13 @@ from mxgate.conformance.hypothesis_settings import search
 from mxgate.conformance.judge import EXACT, Verdict, combine, compare_arrays, compare_logits, judge_mx_quantize
 from mxgate.conformance.judge import logits_verdict as _logits_verdict
 from mxgate.oracle import layouts
+from mxgate.inputs import aiter_fp8
 from mxgate.inputs import logits as lc
 from mxgate.inputs.boundaries import E2M1_MIDPOINTS, extreme_amax_blocks, in_rms_contract, scale_blocks, scale_inputs
 from mxgate.inputs.boundaries import tie_probe
 from mxgate.inputs.strategies import float_blocks, rms_blocks
 from mxgate.oracle import scorers as logits
+from mxgate.oracle.ops import indexer_k
 
 MX_OPS = (OpName.AITER_FUSED_FLATTEN_MXFP4_QUANT, OpName.AITER_REF_QUANT_MXFP4_ROUND_DOWN, OpName.AITER_REF_QUANT_MXFP4_EVEN,
           OpName.AITER_REF_QUANT_MXFP4_CEIL, OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0, OpName.AITER_FP4_ACT_QUANT)
@@ -221,34 +221,10 @@ def test_ref_mqa_logits_mixed(backend, record, cfg, oracle_on_device) -> None:
 
 
 def fp8_ragged_case(seed: int, rows: int, kv_len: int, heads: int, oracle_on_device) -> tuple[dict, logits.ScoredLogits]:
-    """fp8_mqa_logits inputs (row i scores kv[starts[i]:ends[i]], some rows empty, some windows
-    clipped at the ends) and the oracle's answer: the FP8 paged scorer with one batch per row
-    over one table of every K block, cells below starts[i] taken out of the window."""
-    base = lc.fp8_decode_case(seed, 1, kv_len, 1, heads, context_lens=np.array([kv_len]))
-    rng = lc.rng_for(seed + 1)
-    starts = rng.integers(-8, kv_len, rows).astype(np.int32)
-    ends = (starts + rng.integers(0, kv_len // 2 + 1, rows)).astype(np.int32)
-    ends[::5] = starts[::5]  # empty windows
-    ends[1::7] = kv_len + 5  # windows clipped at the end
-    table = base.kwargs["block_tables"]
-    kv = base.kwargs["kv_cache"]
-    slots = (table[0, np.arange(kv_len) // 64].astype(np.int64) * 64 + np.arange(kv_len) % 64)
-    data, ks = layouts.get("aiter-fp8-kv").gather(kv, slots=slots, num_blocks=kv.shape[0], block_size=64)
-    qv = lc.bf16_values(lc.rng_for(seed + 2), (rows, heads, 128))
-    qs = (np.abs(qv).max(axis=2, keepdims=True).clip(1e-10) / np.float32(448.0)).astype(np.float32)
-    q = oracle.encode_e4m3((qv / qs).astype(np.float32), "fn")
-    w = (lc.bf16_values(lc.rng_for(seed + 3), (rows, heads), 0.1) * np.float32(2.0**-8)).astype(np.float32)
-    lo, hi = np.maximum(starts, 0), np.clip(ends, 0, kv_len)
-    scored = oracle_on_device(logits.pa_mqa_logits_fp8_scored)(q.reshape(rows, 1, heads, 128), kv, w, hi.astype(np.int32),
-                                     np.repeat(table, rows, axis=0), kv_len, bound_model="any-order")
-    window = scored.window & (np.arange(kv_len)[None, :] >= lo[:, None])
-    value = np.where(window, scored.value, -np.inf)
-    bound = np.where(window, scored.bound, 0.0)
-    emulated = np.where(window, scored.emulated, np.float32(-np.inf)).astype(np.float32)
-    scored = dataclasses.replace(scored, value=value, bound=bound, window=window, emulated=emulated)
-    kwargs = dict(q_fp8=q, kv_fp8=np.ascontiguousarray(data), kv_scales=np.ascontiguousarray(ks), weights=w,
-                  cu_starts=starts, cu_ends=ends)
-    return kwargs, scored
+    """fp8_mqa_logits inputs and the oracle's answer (``mxgate.inputs.aiter_fp8``), the oracle
+    run where the gate runs it."""
+    case = aiter_fp8.fp8_ragged_case(seed, rows, kv_len, heads)
+    return case.kwargs, aiter_fp8.fp8_ragged_scored(case, scorer=oracle_on_device(logits.pa_mqa_logits_fp8_scored))
 
 
 @pytest.mark.mxgate_op(FP8_RAGGED)
@@ -266,21 +242,6 @@ def test_fp8_mqa_logits(backend, record, cfg, oracle_on_device) -> None:
 INDEXER_K = OpName.AITER_INDEXER_K_QUANT_AND_CACHE
 
 
-def indexer_k_expected(k_bits: np.ndarray, cache: np.ndarray, slots: np.ndarray, preshuffle: bool,
-                       profile: str) -> np.ndarray:
-    """Per token: s = ue8m0(fl(amax / 448)) (torch.log2 modelled as a correctly rounded log2f),
-    codes = e4m3fn(fl(k / s)), both written at the slot through the FP8 cache layout."""
-    k = oracle.bf16_to_f32(k_bits)
-    amax = np.abs(k).max(axis=1)
-    s = oracle.scales.ue8m0_round((amax / np.float32(448.0)).astype(np.float32), "log2f")
-    sat = oracle.profiles.get(profile).fp8_overflow == "saturate"
-    codes = oracle.encode_e4m3((k / s[:, None]).astype(np.float32), "fn", saturate=sat)
-    out = cache.copy()
-    name = "aiter-fp8-kv-preshuffle" if preshuffle else "aiter-fp8-kv"
-    layouts.get(name).scatter(out, codes, s.astype(np.float32), slots=slots)
-    return out
-
-
 @pytest.mark.mxgate_op(INDEXER_K)
 @pytest.mark.parametrize("preshuffle", [False, True], ids=["planar", "preshuffle"])
 @pytest.mark.parametrize("tokens,block", [(40, 16), (70, 64)], ids=lambda v: str(v))
@@ -296,6 +257,6 @@ def test_indexer_k_quant_and_cache(backend, record, profile_override, tokens: in
     slots = rng.permutation(num_blocks * block)[:tokens].astype(np.int64)
     slots[::9] = -1
     got = np.asarray(backend.op(INDEXER_K).run(bits, cache, slots, 128, "ue8m0", preshuffle=preshuffle))
-    want = indexer_k_expected(bits, cache, slots, preshuffle, profile)
+    want = indexer_k.indexer_k_quant_and_cache(bits, cache, slots, preshuffle=preshuffle, profile=profile)
     record(INDEXER_K, f"T{tokens}_B{block}_{'preshuffle' if preshuffle else 'planar'}_seed{seed}",
            compare_arrays(want, got, "kv_cache"), seed=seed, profile=profile)

@@ -24,7 +24,8 @@ from mxgate.identify import probes
 from mxgate.op_table import OpName
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, KV_BLOCK, ROW_GROUPS
-from mxgate.oracle.ops import quant_vllm
+from mxgate.inputs.bits import bf16_patterns
+from mxgate.oracle.ops import indexer_k, quant_vllm
 from mxgate.oracle.profiles import Profile
 
 _CANONICAL_NAN = 0x7FC00000
@@ -105,6 +106,8 @@ def show_unit(kind: str, value: int) -> str:
         return f"0x{value:08x} ({float(np.uint32(value).view(np.float32)):g})"
     if kind == "bf16":
         return f"0x{value:04x}"
+    if kind == "count":
+        return str(value)
     return f"0x{value:02x}"
 
 
@@ -249,6 +252,51 @@ def _vllm_k_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np.nd
     return _block_outputs(packed, e8m0, blocks.shape[0])
 
 
+# ---- AITER's FP8 K cache writer (reference: mxgate.oracle.ops.indexer_k) ----------------------
+
+_FP8_KV, _FP8_KV_BLOCK = "aiter-fp8-kv", 64
+
+
+def _fp8_k_rows() -> np.ndarray:
+    """bf16 K rows [n, 128]: the indexer op's FP8-mode rows (amax near both e4m3 maxima at every
+    exponent; NaN, Inf, zero and tiny rows; seeded random rows), then every bf16 pattern that is
+    not NaN, 128 to a row, in magnitude order (a row's values lie near its amax, so every e4m3
+    code and midpoint is met under some scale) and in a seeded order."""
+    from mxgate.identify import indexer  # it builds on Driver above
+
+    patterns = (bf16_patterns() >> np.uint32(16)).astype(np.uint16)
+    finite = patterns[(patterns & 0x7FFF) <= 0x7F80]
+    by_magnitude = finite[np.argsort(finite & 0x7FFF, kind="stable")]
+    shuffled = np.random.Generator(np.random.PCG64(probes.SEED + 9)).permutation(finite)
+    whole = [a[: a.size // HEAD_DIM * HEAD_DIM].reshape(-1, HEAD_DIM) for a in (by_magnitude, shuffled)]
+    return np.concatenate([indexer.fp8_rows()] + whole)
+
+
+def _fp8_k_cache(rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A zeroed cache for ``rows`` tokens at slots 0..rows-1."""
+    blocks = max(1, -(-rows // _FP8_KV_BLOCK))
+    return oracle.layouts.get(_FP8_KV).new_buffer(fill=0, num_blocks=blocks, block_size=_FP8_KV_BLOCK), \
+        np.arange(rows, dtype=np.int64)
+
+
+def _fp8_k_units(cache: np.ndarray, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    codes, scale = oracle.layouts.get(_FP8_KV).gather(np.asarray(cache, np.uint8), slots=slots,
+                                                       num_blocks=cache.shape[0], block_size=_FP8_KV_BLOCK)
+    return np.asarray(codes, np.uint8), np.asarray(scale, np.float32)
+
+
+def _fp8_k_call(run, rows):
+    """The planar cache (preshuffle=False, quant_block_size 128, scale_fmt 'ue8m0'), read back
+    through the ``aiter-fp8-kv`` layout: each row's 128 codes and its float32 scale."""
+    cache, slots = _fp8_k_cache(rows.shape[0])
+    return _fp8_k_units(run(np.ascontiguousarray(rows), cache, slots, HEAD_DIM, "ue8m0"), slots)
+
+
+def _fp8_k_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    cache, slots = _fp8_k_cache(rows.shape[0])
+    return _fp8_k_units(indexer_k.indexer_k_quant_and_cache(rows, cache, slots, profile=p), slots)
+
+
 # ---- layout readers ---------------------------------------------------------------------------
 
 _PAGE68 = "sglang-page68"
@@ -369,6 +417,9 @@ def _table() -> dict[str, Driver]:
     table.append(Driver(OpName.VLLM_FP4_INDEXER_K_STORE, ("nibbles", "e8m0"), (GROUP, 1), probes.bf16_k_domain_blocks,
                         _store_call(_VLLM_K, False), _vllm_k_reference, (False, False), ("e2m1", "byte"),
                         selective=True))
+    # the scale's NaN payload (a zero or NaN row's 0/0) is not a profile matter: NaN-equal
+    table.append(Driver(OpName.AITER_INDEXER_K_QUANT_AND_CACHE, ("codes", "scale"), (HEAD_DIM, 1), _fp8_k_rows,
+                        _fp8_k_call, _fp8_k_reference, (False, True), ("byte", "f32")))
     from mxgate.identify import indexer  # it builds on Driver and SideProbe above
 
     table.append(indexer.driver())

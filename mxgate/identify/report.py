@@ -14,6 +14,7 @@ from mxgate.identify.run import DIFFERS, FAULT, INCONSISTENT, MATCH, UNEXPLAINED
 from mxgate.identify.search import VARIANT, Evidence, Inference, SideFinding
 from mxgate.identify.shrink import Shrunk
 from mxgate.identify.probes import SEED
+from mxgate.identify.scorers import TOPK
 
 SHOWN_MATCHES = 6
 
@@ -82,8 +83,8 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
     n = op.cases.shape[0]
     refused = f", {op.refused} outside its contract" if op.refused else ""
     if op.scorer is not None:
-        lines = [f"{head}: {len(op.scorer.calls)} probe call(s) ({'; '.join(op.scorer.calls)}), {n:,} window "
-                 f"cells, every call made twice on fresh copies; {op.seconds:.1f} s"] + scorer_lines(op)
+        lines = [f"{head}: {len(op.scorer.calls)} probe call(s) ({'; '.join(op.scorer.calls)}), {n:,} "
+                 f"{op.scorer.units}, every call made twice on fresh copies; {op.seconds:.1f} s"] + scorer_lines(op)
     else:
         lines = [f"{head}: {n:,} probe cases, every call made twice on fresh copies{refused}; {op.seconds:.1f} s"]
     if op.status == MATCH:
@@ -93,7 +94,8 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
             f"not the declared {op.declared}"
         lines.append(f"  matches: {shown} ({said})")
         if not any(v.read for v in inf.fields.values()):
-            what = "logits lie within the oracle's bound" if op.scorer is not None else "bytes match the oracle"
+            what = ("bytes match the oracle" if op.scorer is None else "top-k sets are admissible"
+                    if op.scorer.units == "rows" else "logits lie within the oracle's bound")
             lines.append(f"  reads no profile field; the backend's {what}: consistent")
     if op.status == UNEXPLAINED and inf.unexplained:
         lines.append(f"  unexplained: {inf.unexplained} unit(s) that no combination of field values explains "
@@ -140,10 +142,16 @@ def scorer_lines(op: OpIdentity) -> list[str]:
     assert f is not None
     reads = (f"  the oracle's scorer reads {', '.join(fields)} of the profile (the op table's other fields shape "
              f"its inputs, not its logits)") if fields else "  the oracle's scorer reads no profile field"
-    lines = [reads, f"  under the profile found: {f.exact:,} of {f.cells:,} window cells bit-equal to the emulated "
-                    f"order, {f.within:,} others within the bound" + (" (exact)" if f.exact == f.cells else "")]
+    if f.units == "rows":
+        found = (f"  under the profile found: {f.exact:,} of {f.cells:,} rows the oracle's own top-{TOPK} set, "
+                 f"{f.within:,} others near-tie swaps within the bound" + (" (exact)" if f.exact == f.cells else ""))
+    else:
+        found = (f"  under the profile found: {f.exact:,} of {f.cells:,} window cells bit-equal to the emulated "
+                 f"order, {f.within:,} others within the bound" + (" (exact)" if f.exact == f.cells else ""))
+    lines = [reads, found]
     if f.first_text:
-        lines.append(f"  first cell outside the bound under every candidate: {f.first_text}")
+        what = "row no candidate explains" if f.units == "rows" else "cell outside the bound under every candidate"
+        lines.append(f"  first {what}: {f.first_text}")
     return lines
 
 

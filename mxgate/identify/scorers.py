@@ -23,13 +23,14 @@ from mxgate import oracle
 from mxgate.identify import candidates
 from mxgate.identify.search import CANDIDATE, Evidence, FieldDecision, Inference
 from mxgate.kernels.isolation import UNSTABLE_BITS, BackendNondeterministic
+from mxgate.inputs import aiter_fp8
 from mxgate.inputs import logits as lc
 from mxgate.inputs import vllm as vc
 from mxgate.op_table import OpName
 from mxgate.oracle import profiles, scorers
 from mxgate.oracle.geometry import GROUP, HEAD_DIM
 from mxgate.oracle.profiles import Profile
-from mxgate.oracle.scorers import cells
+from mxgate.oracle.scorers import cells, choices
 from mxgate.oracle.scorers import vllm as lv
 from mxgate.oracle.scorers.common import ScoredLogits
 
@@ -43,8 +44,10 @@ class ScorerDriver:
     op: str
     fields: tuple[str, ...]  # the profile fields the oracle's scorer reads
     calls: Callable[[Profile], list[tuple[str, dict[str, Any]]]]  # declared profile -> (what, kwargs)
-    call: Callable[[Callable[..., Any], dict[str, Any]], np.ndarray]  # run, kwargs -> float32 logits
+    call: Callable[[Callable[..., Any], dict[str, Any]], np.ndarray]  # run, kwargs -> logits (or top-k indices)
     reference: Callable[[Profile, dict[str, Any]], ScoredLogits]
+    judge: Callable[[list[ScoredLogits], list[np.ndarray]], _Judged] | None = None  # None: the logits' cell rule
+    units: str = "window cells"  # what the judge's units are, in the report
 
 
 @dataclass
@@ -52,16 +55,20 @@ class ScorerFinding:
     """What the calls showed, beside the fields' decisions (``Inference``)."""
 
     calls: list[str]
-    cells: int  # window cells judged
-    exact: int  # bit-equal to the emulated order under the best profile
-    within: int  # the others explained (within the bound, or the value's non-finite class)
+    cells: int  # units judged: window cells (logits) or rows (top-k)
+    exact: int  # bit-equal to the emulated order (a top-k row: the oracle's own set) under the best profile
+    within: int  # the others explained (within the bound, or the value's non-finite class; near-tie swaps)
+    units: str = "window cells"
     first_unexplained: tuple[int, int, int] | None = None  # (call, row, column)
     first_text: str = ""
 
 
 @dataclass
 class _Judged:
-    """Per call, over its window cells (flat, row-major): the verdict of each cell, the bits."""
+    """Per call, over its units (window cells flat, row-major; a top-k op's rows): the verdict
+    of each unit and what it shows. Logits: the backend's and the emulated float32 bits; top-k:
+    per row the count of choices no admissible rounding allows (both lists), the oracle
+    profile's own count, so a field whose value changes it is read."""
 
     windows: list[np.ndarray] = field(default_factory=list)  # bool [rows, width]
     explained: list[np.ndarray] = field(default_factory=list)
@@ -70,6 +77,9 @@ class _Judged:
     emulated: list[np.ndarray] = field(default_factory=list)
     value: list[np.ndarray] = field(default_factory=list)
     bound: list[np.ndarray] = field(default_factory=list)
+    kind: str = "f32"  # how a unit prints (drivers.show_unit)
+    label: str = "logit"
+    notes: list[dict[int, str]] = field(default_factory=list)  # per call, unit -> what went wrong there
 
 
 def _judge(scored: list[ScoredLogits], actual: list[np.ndarray]) -> _Judged:
@@ -91,6 +101,39 @@ def _judge(scored: list[ScoredLogits], actual: list[np.ndarray]) -> _Judged:
     return out
 
 
+TOPK = 16  # inside both vLLM top-k wrappers' limits (at most 256; 8 tiles of cdiv(2k, block) blocks)
+
+
+def _judge_topk(scored: list[ScoredLogits], actual: list[np.ndarray]) -> _Judged:
+    """The gate's top-k rule (``oracle.scorers.choices``) per row: a row is explained when no
+    choice is a genuine miss or invalid, exact when it is the oracle's own set."""
+    out = _Judged(kind="count", label="choices no admissible rounding allows:")
+    for s, a in zip(scored, actual):
+        rows = s.value.shape[0]
+        if a.shape != (rows, TOPK) or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"the backend's top-k indices are {a.dtype} {a.shape}, not int [{rows}, {TOPK}]")
+        c = choices.classify_topk(s.value, s.bound, a.astype(np.int64), TOPK, window=s.window, max_misses=rows)
+        wrong = (c.misses + c.invalid).astype(np.int64)
+        first = {r: (oracle_col, chosen) for r, oracle_col, chosen in reversed(c.first_misses)}
+        notes = {}
+        for r in np.flatnonzero(wrong).tolist():
+            text = f"row {r}: {int(c.misses[r])} genuine miss(es), {int(c.invalid[r])} invalid choice(s)"
+            if r in first:
+                col, chosen = first[r]
+                text += (f"; column {col} ({float(s.value[r, col])!r} +- {float(s.bound[r, col])!r}) beats the chosen "
+                         f"column {chosen} ({float(s.value[r, chosen])!r} +- {float(s.bound[r, chosen])!r})")
+            notes[r] = text
+        out.windows.append(np.ones((rows, 1), bool))
+        out.explained.append(c.explained)
+        out.exact.append(c.explained & (c.overlap == 1.0))
+        out.backend.append(wrong)
+        out.emulated.append(wrong)
+        out.value.append(np.zeros(rows))
+        out.bound.append(np.zeros(rows))
+        out.notes.append(notes)
+    return out
+
+
 def _base(declared: str) -> Profile:
     return profiles.get(declared if declared in profiles.names() else _FALLBACK)
 
@@ -100,14 +143,14 @@ def identify_scorer(driver: ScorerDriver, run: Callable[..., Any], declared: str
     backend's calls raise what ``isolation`` raises: BackendNondeterministic, BackendFault)."""
     base = _base(declared)
     calls = driver.calls(base)
-    actual = [np.asarray(driver.call(run, kwargs), np.float32) for _, kwargs in calls]
+    actual = [np.asarray(driver.call(run, kwargs)) for _, kwargs in calls]
     judged: dict[tuple, _Judged] = {}
 
     def under(values: tuple) -> _Judged:
         if values not in judged:
             p = replace(base, name=CANDIDATE, **dict(zip(driver.fields, values)))
             with np.errstate(all="ignore"):
-                judged[values] = _judge([driver.reference(p, kwargs) for _, kwargs in calls], actual)
+                judged[values] = (driver.judge or _judge)([driver.reference(p, kwargs) for _, kwargs in calls], actual)
         return judged[values]
 
     def wrong(values: tuple) -> int:
@@ -116,7 +159,8 @@ def identify_scorer(driver: ScorerDriver, run: Callable[..., Any], declared: str
     own = tuple(getattr(base, f) for f in driver.fields)
     # a logit that differed between the repeat calls reaches us as isolation's UNSTABLE NaN: in
     # the window that is a backend answering one input two ways, not a field value to look for
-    unstable = sum(int((a.view(np.uint32)[w] == UNSTABLE_BITS).sum()) for a, w in zip(actual, under(own).windows))
+    unstable = sum(int((a.view(np.uint32)[w] == UNSTABLE_BITS).sum()) for a, w in zip(actual, under(own).windows)
+                   if a.dtype == np.float32)
     if unstable:
         raise BackendNondeterministic("", driver.op, f"nondeterministic: {unstable} logit(s) inside the window "
                                       "differed between calls of the same inputs")
@@ -161,15 +205,15 @@ def identify_scorer(driver: ScorerDriver, run: Callable[..., Any], declared: str
     unexplained = wrong(best)
     finding = ScorerFinding([what for what, _ in calls], sum(e.size for e in ok.explained),
                             int(sum(e.sum() for e in ok.exact)),
-                            int(sum((e & ~x).sum() for e, x in zip(ok.explained, ok.exact))))
+                            int(sum((e & ~x).sum() for e, x in zip(ok.explained, ok.exact))), driver.units)
     if unexplained:
         c = next(k for k, e in enumerate(ok.explained) if not e.all())
         cell = int(np.flatnonzero(~ok.explained[c])[0])
         row, col = (int(x) for x in np.argwhere(ok.windows[c])[cell])
         finding.first_unexplained = (c, row, col)
-        finding.first_text = (f"call {c} ({calls[c][0]}), row {row}, column {col}: the backend gives "
-                              f"{show_f32(int(ok.backend[c][cell]))}; the oracle {float(ok.value[c][cell])!r} "
-                              f"+- {float(ok.bound[c][cell])!r}")
+        finding.first_text = f"call {c} ({calls[c][0]}), " + (ok.notes[c][cell] if ok.notes else (
+            f"row {row}, column {col}: the backend gives {show_f32(int(ok.backend[c][cell]))}; the oracle "
+            f"{float(ok.value[c][cell])!r} +- {float(ok.bound[c][cell])!r}"))
     inference = Inference(best_profile, unexplained, None, decisions, matches, nearest,
                           {f: (getattr(inferred, f), getattr(profiles.get(nearest), f)) for f in diffs}, inferred,
                           len(judged))
@@ -182,9 +226,9 @@ def show_f32(bits: int) -> str:
 
 def _evidence(f: str, v: object, calls: list, c: int, cell: int, ok: _Judged, other: _Judged) -> Evidence:
     row, col = (int(x) for x in np.argwhere(ok.windows[c])[cell])
+    where = f"call {c} ({calls[c][0]}), row {row}" + (f", column {col}" if ok.kind == "f32" else "")
     return Evidence(f, v, row, col, int(ok.backend[c][cell]), int(ok.emulated[c][cell]), int(other.emulated[c][cell]),
-                    side="scorer", call=c, where=f"call {c} ({calls[c][0]}), row {row}, column {col}",
-                    unit_label="logit", kind="f32")
+                    side="scorer", call=c, where=where, unit_label=ok.label, kind=ok.kind)
 
 
 # ---- the probe calls --------------------------------------------------------------------------
@@ -298,6 +342,38 @@ def _clean(run, kwargs):
     return run(**kwargs, clean_logits=True)
 
 
+def _fp8_ragged_calls(_: Profile) -> list[tuple[str, dict[str, Any]]]:
+    """AITER's ragged FP8 scorer on one seeded case (``mxgate.inputs.aiter_fp8``: empty rows,
+    windows clipped at both ends); the case travels beside the kwargs for the reference."""
+    case = aiter_fp8.fp8_ragged_case(SEED, 12, 150, 16)
+    return [(f"random, seed {SEED:#x}, rows clipped at both ends", dict(kwargs=case.kwargs, case=case))]
+
+
+def _fp8_ragged_call(run, k):
+    return run(**k["kwargs"])
+
+
+def _topk_calls(p: Profile) -> list[tuple[str, dict[str, Any]]]:
+    """The paged scorer's random call, and its special-bytes case with batch 0's context cut to
+    k + 3 tokens of like magnitude (no spread): tokens 0 and 1 (K scale byte 0 beside Q scale
+    2^123, and the reverse) then score about 56 under byte0 'pow2' and 0 under 'zero', which
+    moves them in or out of the top-k set."""
+    random = _vllm_paged_calls(p)[0]
+    special = dict(vc.fp4_paged_special_case(SEED, 2, 2, 32, 96, spread=0).kwargs)
+    lens = special["context_lens"].copy()
+    lens[0] = TOPK + 3
+    return [random, (f"special scale bytes 0, 250 and 255, batch 0's context {TOPK + 3}",
+                     dict(special, context_lens=lens))]
+
+
+def _topk_call(run, kwargs):
+    return run(**kwargs, topk=TOPK)
+
+
+def _topk_reference(p: Profile, kwargs: dict[str, Any]) -> ScoredLogits:
+    return lv.fp4_paged_logits_scored(**kwargs, profile=p, emulate=False)
+
+
 def _table() -> dict[str, ScorerDriver]:
     fp4 = ("byte0", "byte255")
     table = [
@@ -318,6 +394,14 @@ def _table() -> dict[str, ScorerDriver]:
                      lambda p, k: lv.fp4_ragged_logits_scored(**k, profile=p)),
         ScorerDriver(OpName.VLLM_FP4_PAGED_MQA_LOGITS, ("byte0",),
                      _vllm_paged_calls, _clean, lambda p, k: lv.fp4_paged_logits_scored(**k, profile=p)),
+        # the paged scorer's calls; its indices judged as sets, near-ties within the bound accepted
+        ScorerDriver(OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK, ("byte0",), _topk_calls, _topk_call, _topk_reference,
+                     _judge_topk, "rows"),
+        ScorerDriver(OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK, ("byte0",), _topk_calls, _topk_call,
+                     _topk_reference, _judge_topk, "rows"),
+        # the codes are read as the platform's FP8 type (torch.float8_e4m3fn on gfx950): fp8_variant
+        ScorerDriver(OpName.AITER_FP8_MQA_LOGITS, ("fp8_variant",), _fp8_ragged_calls, _fp8_ragged_call,
+                     lambda p, k: aiter_fp8.fp8_ragged_scored(k["case"], variant=p.fp8_variant)),
         # Q and K codes are read as the platform's FP8 type: the profile's fp8_variant
         ScorerDriver(OpName.VLLM_FP8_PAGED_MQA_LOGITS, ("fp8_variant",),
                      lambda p: [(f"random, seed {SEED:#x}, {p.fp8_variant} codes",
