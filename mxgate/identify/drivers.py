@@ -259,9 +259,11 @@ _FP8_KV, _FP8_KV_BLOCK = "aiter-fp8-kv", 64
 
 def _fp8_k_rows() -> np.ndarray:
     """bf16 K rows [n, 128]: the indexer op's FP8-mode rows (amax near both e4m3 maxima at every
-    exponent; NaN, Inf, zero and tiny rows; seeded random rows), then every bf16 pattern that is
-    not NaN, 128 to a row, in magnitude order (a row's values lie near its amax, so every e4m3
-    code and midpoint is met under some scale) and in a seeded order."""
+    exponent; Inf, zero and tiny rows; seeded random rows), then every bf16 pattern that is not
+    NaN, 128 to a row, in magnitude order (a row's values lie near its amax, so every e4m3 code
+    and midpoint is met under some scale) and in a seeded order. No row holds a NaN: its scale
+    is NaN and the sign of its codes' NaN is whichever torch's log2 and pow give (AITER's
+    run_torch gives 0xFF or 0x7F with the tensor's length), not a rule."""
     from mxgate.identify import indexer  # it builds on Driver above
 
     patterns = (bf16_patterns() >> np.uint32(16)).astype(np.uint16)
@@ -269,7 +271,8 @@ def _fp8_k_rows() -> np.ndarray:
     by_magnitude = finite[np.argsort(finite & 0x7FFF, kind="stable")]
     shuffled = np.random.Generator(np.random.PCG64(probes.SEED + 9)).permutation(finite)
     whole = [a[: a.size // HEAD_DIM * HEAD_DIM].reshape(-1, HEAD_DIM) for a in (by_magnitude, shuffled)]
-    return np.concatenate([indexer.fp8_rows()] + whole)
+    rows = np.concatenate([indexer.fp8_rows()] + whole)
+    return rows[~(((rows & 0x7FFF) > 0x7F80).any(axis=1))]
 
 
 def _fp8_k_cache(rows: int) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,8 @@ the e4m3 maximum of the profile's ``fp8_variant`` (``torch.finfo(dtypes.fp8).max
 to a power of two by the profile's ``ue8m0_rounding`` (``torch.pow(2, torch.ceil(torch.log2(s)))``
 is ``log2f``); codes = e4m3(fl(k / s)) under the profile's ``fp8_variant`` and ``fp8_overflow``.
 A zero or NaN amax keeps s = fl(amax / max) (0 or NaN: log2 and pow carry them), so every code of
-that row is the e4m3 NaN. Slots below 0 are skipped; the scale is stored as float32.
+that row is an e4m3 NaN (of the sign the host's division gives; torch's vectorised log2 and pow
+may give a NaN scale of either sign). Slots below 0 are skipped; the scale is stored as float32.
 """
 
 from __future__ import annotations
