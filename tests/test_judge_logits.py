@@ -34,3 +34,22 @@ def test_worst_ratio_still_reads_the_finite_cells() -> None:
     check = compare_logits(scored, actual)
     assert check.verdict == FAIL and check.outside == 1
     assert check.worst_ratio == (2 ** -22) / 1e-6
+
+
+def test_cell_classes_are_the_counts_compare_logits_reports() -> None:
+    """One cell of each class: bit-equal, within the bound only, outside it, and a -inf value
+    met by -inf (its non-finite class) or by a finite number (outside)."""
+    from mxgate.oracle.scorers.cells import classify_logits
+
+    window = np.ones((1, 5), bool)
+    value = np.array([[1.5, 1.5, 1.5, -np.inf, -np.inf]])
+    emulated = np.array([[1.5, 1.5, 1.5, -np.inf, -np.inf]], np.float32)
+    scored = ScoredLogits(value, np.array([[1e-6, 1e-6, 1e-6, 0.0, 0.0]]), window, emulated)
+    actual = np.array([[1.5, 1.5 + 2 ** -22, 1.5 + 2 ** -10, -np.inf, 0.0]], np.float32)
+    classes = classify_logits(scored, actual)
+    assert classes.bit_equal.tolist() == [[True, False, False, True, False]]
+    assert classes.within.tolist() == [[True, True, False, False, False]]
+    assert classes.same_class.tolist() == [[False, False, False, True, False]]
+    assert classes.explained.tolist() == [[True, True, False, True, False]]
+    check = compare_logits(scored, actual)
+    assert (check.bit_equal, check.within, check.outside) == (2, 1, 2)
