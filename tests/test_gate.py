@@ -280,11 +280,21 @@ def test_the_readme_check_on_the_cpu_backends(readme_run: Run, readme_run_xfail_
 
 
 SOURCE_BACKENDS = {"vllm-triton": "MXGATE_VLLM_SRC", "vllm-triton-fnuz": "MXGATE_VLLM_SRC",
-                   "aiter-triton": "MXGATE_AITER_SRC", "aiter-reference": "MXGATE_AITER_SRC"}
+                   "aiter-triton": "MXGATE_AITER_SRC", "aiter-reference": "MXGATE_AITER_SRC",
+                   "microxcaling": "MXGATE_MICROXCALING_SRC",
+                   "triton-kernels-round-up": "MXGATE_TRITON_KERNELS_SRC",
+                   "triton-kernels-round-down": "MXGATE_TRITON_KERNELS_SRC"}
+# the installed package that would stand in for each source (the backend then needs no variable)
+_PACKAGE = {"vllm-triton": "vllm", "vllm-triton-fnuz": "vllm", "aiter-triton": "aiter", "aiter-reference": "aiter",
+            "microxcaling": "mx", "triton-kernels-round-up": "triton_kernels.numerics_details",
+            "triton-kernels-round-down": "triton_kernels.numerics_details"}
 
 
 def _package_installed(backend: str) -> bool:
-    return importlib.util.find_spec(backend.split("-")[0]) is not None
+    try:
+        return importlib.util.find_spec(_PACKAGE[backend]) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is not installed
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -306,11 +316,29 @@ def run_without_sources(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def test_a_source_backend_without_its_source_is_one_line_naming_the_variable(request: pytest.FixtureRequest,
                                                                              backend: str, variable: str) -> None:
     if _package_installed(backend):
-        pytest.skip(f"the {backend.split('-')[0]} package is installed here")
+        pytest.skip(f"the {_PACKAGE[backend]} package is installed here")
     done = request.getfixturevalue("run_without_sources").done
     assert done.returncode == outcome.EXIT_NOTHING_RAN, done.stdout[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith(f"  {backend}: ")]
     assert len(lines) == 1 and f"set {variable}" in lines[0]
+
+
+def test_a_lone_worker_imports_torch_only_if_its_backend_does(tmp_path: Path) -> None:
+    """A start of one worker leaves torch out of the fork server (over a second of CPU that most
+    lone backends never use); its worker imports torch itself when its backend needs it."""
+    script = ("import sys\n"
+              "from multiprocessing import forkserver\n"
+              "import numpy as np\n"
+              "from mxgate.kernels import isolation\n"
+              "for name in sys.argv[1:]:\n"
+              "    backend = isolation.load(name, 'cpu')\n"
+              "    print(name, backend.op('e4m3fn.encode').run(np.float32([1.0, 2.0])).tolist())\n"
+              "    backend.close()\n"
+              "print('torch' in forkserver._forkserver._preload_modules, 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script, "oracle", "torch"], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["oracle [56, 64]", "torch [56, 64]", "False False"], done.stdout
 
 
 def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> None:
@@ -339,7 +367,15 @@ def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
         if "forkserver" in multiprocessing.get_all_start_methods() and isolation._SERVER.get("environment"):
             kinds = {type(b._worker.process._popen).__module__ for b in backends}
             assert kinds == {"multiprocessing.popen_forkserver"}, kinds
-            assert isolation._fork_server({"ANOTHER": "environment"}) is None  # spawned instead
+            assert isolation._fork_server({"ANOTHER": "environment"}, 1) is None  # spawned instead
+            known = isolation._SERVER["environment"]
+            # a source variable is read after the fork (the worker sets its environment first)
+            assert isolation._fork_server({**known, "MXGATE_VLLM_SRC": "elsewhere"}, 1) is not None
+            assert isolation._fork_server({**known, "PYTHONPATH": "elsewhere"}, 1) is None  # the server's sys.path
+            from multiprocessing import forkserver
+
+            # two workers started together: the server preloads torch for both
+            assert "torch" in forkserver._forkserver._preload_modules
     finally:
         isolation.close_all(backends)
     assert all(b._worker.process is None for b in backends)

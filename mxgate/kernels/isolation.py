@@ -457,9 +457,19 @@ def _fork_server(environment: dict[str, str], workers: int) -> Any:
             return None  # a server another part of this process started, preloaded as it chose
         forkserver.set_forkserver_preload(list(_PRELOAD + (_PRELOAD_SHARED if workers > 1 else ())))
         _SERVER["environment"] = dict(environment)
-    elif known != environment:
+    elif _read_at_import(known) != _read_at_import(environment):
         return None
     return multiprocessing.get_context("forkserver")
+
+
+# mxgate's and Hypothesis' variables are read when a backend loads or runs, after the fork (the
+# worker sets its own environment first: _serve); any other may have shaped the server's imports
+# (PYTHONPATH its sys.path, OMP_* and TORCH_* torch): a worker differing there is spawned.
+_READ_AFTER_FORK = ("MXGATE_", "HYPOTHESIS_")
+
+
+def _read_at_import(environment: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environment.items() if not k.startswith(_READ_AFTER_FORK)}
 
 
 class _Worker:
