@@ -4,6 +4,9 @@ patterns, the boundary classes, every bf16 pattern)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterator
+
 import numpy as np
 import pytest
 
@@ -84,3 +87,35 @@ def boundary_patterns() -> np.ndarray:
 def element_inputs(seed: int) -> np.ndarray:
     """2^20 strided patterns, every boundary class, every bf16 pattern (as float32)."""
     return unique_patterns(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))
+
+
+def _recording(profile: profiles.Profile, reads: set[str]) -> profiles.Profile:
+    """A copy of ``profile`` that adds to ``reads`` the name of every field read from it."""
+    names = {f.name for f in dataclasses.fields(profile)}
+
+    class Recording(type(profile)):
+        def __getattribute__(self, name: str):
+            if name in names:
+                reads.add(name)
+            return object.__getattribute__(self, name)
+
+    return Recording(**{name: getattr(profile, name) for name in names})
+
+
+def profiles_by_behaviour(run: Callable[[profiles.Profile], object]) -> Iterator[tuple[str, object]]:
+    """(name, run(profile)) for every registered profile that behaves differently from those before it.
+
+    ``run(profile)`` is called on a recording copy of each profile that is not skipped, and
+    records the fields its call read. A later profile equal to an earlier one in every field that
+    earlier call read is skipped: a deterministic call whose branches read only those fields runs
+    the same way, and gives the same result, under both. (A profile hashed or compared whole reads
+    every field, and then nothing is skipped.)"""
+    seen: list[tuple[profiles.Profile, set[str]]] = []
+    for name in profiles.names():
+        p = profiles.get(name)
+        if any(all(getattr(p, f) == getattr(q, f) for f in reads) for q, reads in seen):
+            continue
+        reads: set[str] = set()
+        result = run(_recording(p, reads))
+        seen.append((p, reads))
+        yield name, result

@@ -43,7 +43,8 @@ from mxgate.oracle.xp import bits, table_on  # noqa: E402
 from mxgate.twin import scale_table  # noqa: E402
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32  # noqa: E402
 
-from namespaces import assert_same, boundary_patterns, element_inputs, rng_of, strided_patterns, tt  # noqa: E402
+from namespaces import (assert_same, boundary_patterns, element_inputs, profiles_by_behaviour, rng_of,  # noqa: E402
+                        strided_patterns, tt)
 SEED = 20261201
 PROFILES = profiles.names()
 SATURATE = oe4m3.SATURATE_OF_OVERFLOW
@@ -198,6 +199,27 @@ def test_checks_on_tensors_are_the_oracles() -> None:
 
 def _same(a: np.ndarray) -> np.ndarray:
     return a
+
+
+def test_profiles_by_behaviour_skips_only_what_the_call_cannot_tell_apart() -> None:
+    """The twin tests' per-profile loops run one profile per behaviour: a profile is skipped
+    only when an earlier run's call read no field where the two differ."""
+    def first_of_each(key) -> list[str]:
+        firsts: dict = {}
+        for name in PROFILES:
+            firsts.setdefault(key(profiles.get(name)), name)
+        return list(firsts.values())
+
+    assert [n for n, _ in profiles_by_behaviour(lambda p: p.byte0)] == first_of_each(lambda p: p.byte0)
+    # a branch reads a second field for some values only
+    def branching(p):
+        return (p.tie, p.zero_sign) if p.tie == "even" else p.tie
+
+    ran = [n for n, _ in profiles_by_behaviour(branching)]
+    assert ran == first_of_each(lambda p: (p.tie, p.zero_sign if p.tie == "even" else None))
+    assert [r for _, r in profiles_by_behaviour(branching)] == [branching(profiles.get(n)) for n in ran]
+    # a profile hashed (a cache key) reads every field: nothing is skipped
+    assert [n for n, _ in profiles_by_behaviour(hash)] == PROFILES
 
 
 def test_scale_step_table_matches_the_oracle() -> None:

@@ -27,7 +27,7 @@ from mxgate.oracle import profiles  # noqa: E402
 from mxgate.oracle import scorers  # noqa: E402
 from mxgate.oracle.scorers.common import QK_ACCUM, QK_MODELS  # noqa: E402
 
-from namespaces import assert_same, tt  # noqa: E402
+from namespaces import assert_same, profiles_by_behaviour, tt  # noqa: E402
 
 SEED = 20261201
 FIELDS = ("emulated", "value", "bound", "window")
@@ -105,9 +105,9 @@ def huge_scales(kwargs: dict) -> dict:
 def test_decode_configs_every_profile(seed: int, cfg: tuple) -> None:
     case = lc.fp4_decode_case(seed, *cfg)
     cells = 0
-    for name in profiles.names():
-        want = scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name)
-        got = scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, "cpu"), profile=name)
+    host = on(case.kwargs, "cpu")
+    for name, (want, got) in profiles_by_behaviour(lambda p: (scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=p),
+                                                              scorers.pa_mqa_logits_fp4_scored(**host, profile=p))):
         cells += compare(want, got, f"decode seed {seed} {cfg} {name}")
     assert cells > 0
 
@@ -117,9 +117,10 @@ def test_prefill_configs_every_profile(seed: int, cfg: tuple) -> None:
     B, ctx, rows, heads, random_windows = cfg
     case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=random_windows)
     cells = 0
-    for name in profiles.names():
-        want = scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name)
-        got = scorers.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, "cpu"), profile=name)
+    host = on(case.kwargs, "cpu")
+    for name, (want, got) in profiles_by_behaviour(
+            lambda p: (scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=p),
+                       scorers.pa_mqa_logits_fp4_prefill_scored(**host, profile=p))):
         cells += compare(want, got, f"prefill seed {seed} {cfg} {name}")
     assert cells > 0
 
@@ -294,17 +295,19 @@ def test_gpu_configs_every_profile() -> None:
     cells = 0
     for seed, cfg in decode_cfgs():
         case = lc.fp4_decode_case(seed, *cfg)
-        for name in profiles.names():
-            cells += compare(scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=name),
-                             scorers.pa_mqa_logits_fp4_scored(**on(case.kwargs, GPU), profile=name),
-                             f"gpu decode seed {seed} {cfg} {name}", GPU)
+        card = on(case.kwargs, GPU)
+        for name, (want, got) in profiles_by_behaviour(
+                lambda p: (scorers.pa_mqa_logits_fp4_scored(**case.kwargs, profile=p),
+                           scorers.pa_mqa_logits_fp4_scored(**card, profile=p))):
+            cells += compare(want, got, f"gpu decode seed {seed} {cfg} {name}", GPU)
     for seed, cfg in prefill_cfgs():
         B, ctx, rows, heads, rw = cfg
         case = lc.fp4_prefill_case(seed, B, ctx, rows, heads, random_windows=rw)
-        for name in profiles.names():
-            cells += compare(scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=name),
-                             scorers.pa_mqa_logits_fp4_prefill_scored(**on(case.kwargs, GPU), profile=name),
-                             f"gpu prefill seed {seed} {cfg} {name}", GPU)
+        card = on(case.kwargs, GPU)
+        for name, (want, got) in profiles_by_behaviour(
+                lambda p: (scorers.pa_mqa_logits_fp4_prefill_scored(**case.kwargs, profile=p),
+                           scorers.pa_mqa_logits_fp4_prefill_scored(**card, profile=p))):
+            cells += compare(want, got, f"gpu prefill seed {seed} {cfg} {name}", GPU)
     print(f"pa_mqa_logits_fp4 on {GPU}: {cells:,} window cells identical (emulated, value, bound)")
 
 
