@@ -314,7 +314,7 @@ def test_inconsistent_backend_is_reported_and_matched_to_nothing() -> None:
 
 def test_usage_errors_are_one_line_status_2() -> None:
     for args, needle in ((["--backend", "no-such-backend"], "backend must be one of"),
-                         (["--backend", "oracle", "--op", "vllm.fp4_paged_mqa_logits_topk"], "--op must be one of"),
+                         (["--backend", "oracle", "--op", "sglang.index_k_rope_pack"], "--op must be one of"),
                          (["--backend", "ml_dtypes", "--op", "mx.quantize"], "does not implement"),
                          (["--backend", "oracle", "--json", "/no/such/folder/x.json"], "--json")):
         run = _cli(*args)
@@ -323,7 +323,7 @@ def test_usage_errors_are_one_line_status_2() -> None:
 
 
 def test_nothing_to_run_is_status_5() -> None:
-    run = _cli("--backend", "identify_reader_kernels:topk_only")
+    run = _cli("--backend", "identify_more_kernels:kv_layout_only")  # an op identify has no probes for
     assert run.returncode == 5, run.stdout + run.stderr
     assert "nothing ran here" in run.stdout
 
