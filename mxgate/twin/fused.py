@@ -8,8 +8,7 @@ the compiler's floating-point choices (contraction, canonical NaNs):
     binade holds at most one step (every shipped profile), else bisection;
   * x / 2^(byte - 127): one IEEE multiply by the exact power of two, correctly rounded into the
     subnormals, with NaN and Inf settled on the bits and the profile's rules for byte 0
-    (``scale0_divisor``) and byte 255 (``nan_scale``); a program whose groups hold no NaN, no
-    Inf and no byte 255 (the common case) runs the multiply alone;
+    (``scale0_divisor``) and byte 255 (``nan_scale``);
   * the E2M1 code: the oracle's rounding table at the oracle's index (``oracle.rounding``).
 Tests compare it with the oracle byte for byte (under the interpreter on the CPU, compiled on
 a GPU).
@@ -84,12 +83,6 @@ if triton is not None:
         return y
 
     @triton.jit
-    def _scaled_finite(u, d):
-        """``_scaled`` for a finite u and a byte other than 255: the multiply alone."""
-        factor = tl.where(d >= -126, (d + 127) << 23, 0x00800000 >> (-126 - d))
-        return (u.to(tl.float32, bitcast=True) * factor.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True)
-
-    @triton.jit
     def _scale_byte(amax, starts_ptr, values_ptr, binades_ptr, BY_BINADE: tl.constexpr):
         """The e8m0 byte of int32 amax patterns from the profile's step table (``scale_table``)."""
         if BY_BINADE:
@@ -141,26 +134,15 @@ if triton is not None:
             hi = (w >> 32).to(tl.int32)
         mlo = lo & 0x7FFFFFFF
         mhi = hi & 0x7FFFFFFF
-        widest = tl.maximum(mlo, mhi)
         if IGNORE_NAN:
             mlo = tl.where(mlo > 0x7F800000, 0, mlo)
             mhi = tl.where(mhi > 0x7F800000, 0, mhi)
-            amax = tl.max(tl.maximum(mlo, mhi), axis=1)
-            raw = tl.max(tl.max(widest, axis=1), axis=0)
-        else:
-            amax = tl.max(widest, axis=1)
-            raw = tl.max(amax, axis=0)
+        amax = tl.max(tl.maximum(mlo, mhi), axis=1)
         b = _scale_byte(amax, starts_ptr, values_ptr, binades_ptr, BY_BINADE)
         byte = b[:, None]
         d = tl.where(byte == 255, -128, tl.where(byte == 0, BYTE0_EXPONENT, 127 - byte))
-        # the common program, with no NaN or Inf element and no byte 255 among its groups (masked
-        # lanes read 0), needs the multiply only: the special rules are skipped, not approximated
-        if (raw < 0x7F800000) & (tl.max(b, axis=0) < 255):
-            y_lo = _scaled_finite(lo, d)
-            y_hi = _scaled_finite(hi, d)
-        else:
-            y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
-            y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
+        y_lo = _scaled(lo, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
+        y_hi = _scaled(hi, d, byte, NAN_SCALE_IS_NAN, NAN_SCALE_IS_INF)
         packed = _code(y_lo, table_ptr) | (_code(y_hi, table_ptr) << 4)
         tl.store(packed_ptr + offsets, packed, mask=mask)
         tl.store(scale_ptr + first + rows, b.to(tl.uint8), mask=rows < n_groups - first)
