@@ -12,6 +12,7 @@ import numpy as np
 from mxgate import oracle
 from mxgate.inputs import boundaries
 from mxgate.inputs.bits import F32_INF, NAN_PAYLOADS, SIGN, bf16_patterns, bit, f32, is_nan_bits, pow2_bits
+from mxgate.oracle.bits import unique_patterns
 from mxgate.oracle.formats.e2m1 import MAGNITUDES, MIDPOINTS
 from mxgate.oracle.geometry import GROUP
 from mxgate.oracle.ops.quant_vllm import K_DOMAIN
@@ -27,7 +28,7 @@ def _bits(pool: boundaries.Pool) -> list[int]:
 def _unique(bits: list[int] | np.ndarray) -> np.ndarray:
     """Bit patterns, first occurrence kept, in order, as float32."""
     u = np.asarray(bits, dtype=np.uint64).astype(np.uint32)
-    _, first = np.unique(u, return_index=True)
+    _, first = unique_patterns(u, return_index=True)
     return u[np.sort(first)].view(np.float32)
 
 

@@ -8,7 +8,7 @@ does not have, or one profile field, and declares the unmodified profile:
 - ``shuffle_heads_swapped``: the Q scale shuffle writes heads 0 and 1 in each other's place;
 - ``scorer_byte0_zero``: AITER's FP4 scorer with e8m0 byte 0 read as 0.0 (a profile field);
 - ``scorer_scaled``: AITER's FP4 scorer whose logits are 1% too large (no field explains it);
-- ``topk_only``: an op identify has no probes for.
+- ``topk_only``: a top-k kernel answering column 0 k times.
 """
 
 from __future__ import annotations

@@ -8,9 +8,13 @@ value with its rigorous bound (``ScoredLogits``); top-k's oracle choice and admi
     sglang      sglang's FP4 index scorer (bf16 rounding points)
     vllm        vLLM PR #42908's ROCm Triton FP4 / FP8 scorers
     topk        the oracle's top-k and the admissible range a backend's choice is judged by
+    cells       each window cell of a backend's logits classified (bit-equal to the emulated
+                order, within the bound, the value's non-finite class, outside)
+    choices     each row of a backend's top-k choice classified (near-tie swaps, genuine
+                misses, invalid choices)
 
-A backend's output is judged by ``mxgate.conformance.judge`` (``compare_logits``,
-``check_topk``); nothing here makes a verdict.
+The gate (``mxgate.conformance.judge``: ``compare_logits``, ``check_topk``) and ``mxgate
+identify`` both read ``cells`` and ``choices``; nothing here makes a verdict.
 """
 
 from mxgate.oracle.scorers.aiter_fp4 import (
