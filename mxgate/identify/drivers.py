@@ -106,6 +106,8 @@ def show_unit(kind: str, value: int) -> str:
         return f"0x{value:08x} ({float(np.uint32(value).view(np.float32)):g})"
     if kind == "bf16":
         return f"0x{value:04x}"
+    if kind == "e4m3fn":
+        return f"0x{value:02x} ({float(oracle.decode_e4m3(np.uint8([value]), 'fn')[0]):g})"
     if kind == "count":
         return str(value)
     return f"0x{value:02x}"
@@ -146,6 +148,18 @@ def _mx_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarra
     x = oracle.bf16_to_f32(blocks) if blocks.dtype == np.uint16 else blocks
     packed, e8m0 = oracle.quantize_mx(np.ascontiguousarray(x), p)
     return oracle.unpack_nibbles(packed), e8m0.reshape(-1)
+
+
+def _mxfp8_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    codes, e8m0 = oracle.quantize_mx_e4m3fn(np.ascontiguousarray(blocks), p)
+    return codes.reshape(-1, GROUP), e8m0.reshape(-1)
+
+
+def _mxfp8_call(run, blocks):
+    """MXFP8: (e4m3fn codes [..., N], e8m0 [..., N/32]) as per-block codes and bytes."""
+    codes, e8m0 = run(np.ascontiguousarray(blocks))
+    n = blocks.shape[0]
+    return np.asarray(codes, np.uint8).reshape(-1, GROUP)[:n], np.asarray(e8m0, np.uint8).reshape(-1)[:n]
 
 
 def _block_outputs(packed: Any, e8m0: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -403,6 +417,10 @@ def _table() -> dict[str, Driver]:
               for op in _scale_ops()]
     table += [_blocks(op, probes.mx_blocks, _mx_call, selective=False) for op in _mx_like_ops() + list(_MX_JUDGED)]
     table += [_blocks(op, probes.mx_blocks, _mx_call, selective=True) for op in _MX_JUDGED_SLOW]
+    # MXFP8: mx.quantize's blocks (their amax values cover 448 = 1.75 * 2^8's edges too); the
+    # elements saturate by the op's rule, so the fields read are the scale's
+    table.append(Driver(OpName.MX_QUANTIZE_E4M3FN, ("codes", "e8m0"), (GROUP, 1), probes.mx_blocks, _mxfp8_call,
+                        _mxfp8_reference, (False, False), ("e4m3fn", "byte")))
     # its identity RMSNorm is exact only inside the contract (boundaries.in_rms_contract)
     table.append(_blocks(OpName.AITER_FUSED_RMS_MXFP4_QUANT, probes.rms_blocks, _mx_call, selective=True))
     for op in (OpName.FP4_INDEXER_QUANTIZE, OpName.FP4_INDEXER_QUANTIZE_ROWS):
