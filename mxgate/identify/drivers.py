@@ -366,6 +366,70 @@ def _q_scale_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray]:
     return (np.asarray(scale, np.uint8).reshape(rows.shape[0], -1),)
 
 
+_KV, _KV_SCALE = "aiter-fp4-kv", "aiter-fp4-kv-scale"
+
+
+def _kv_slots(rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """Seeded distinct slots for the rows in a pool of aiter-fp4-kv blocks one block larger
+    than they need. -> (slots, num_blocks)."""
+    blocks = -(-rows.shape[0] // KV_BLOCK) + 1
+    rng = np.random.Generator(np.random.PCG64(probes.SEED + 3))
+    return rng.permutation(blocks * KV_BLOCK)[:rows.shape[0]].astype(np.int64), blocks
+
+
+def _kv_read(cache: Any, scale: Any, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    (packed,) = oracle.layouts.get(_KV).gather(np.asarray(cache, np.uint8), slots=slots)
+    (e8m0,) = oracle.layouts.get(_KV_SCALE).gather(np.asarray(scale, np.uint8), slots=slots)
+    return np.asarray(packed, np.uint8).reshape(slots.size, -1), np.asarray(e8m0, np.uint8).reshape(slots.size, -1)
+
+
+def _kv_layout_call(run, rows):
+    """AITER's ``kv_fp4_preshuffle_layout`` on dense rows (a case: 64 packed bytes, 4 e8m0 bytes)
+    at seeded slots, read back through the ``aiter-fp4-kv`` layouts."""
+    slots, blocks = _kv_slots(rows)
+    cache, scale = run(np.ascontiguousarray(rows[:, :HEAD_DIM // 2]), np.ascontiguousarray(rows[:, HEAD_DIM // 2:]),
+                       KV_BLOCK, slots, blocks)[:2]
+    return _kv_read(cache, scale, slots)
+
+
+def _kv_layout_reference(p: Profile, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The oracle's layouts, scattered and read back (a layout reads no profile field)."""
+    slots, blocks = _kv_slots(rows)
+    cache = oracle.layouts.get(_KV).new_buffer(fill=0, num_blocks=blocks)
+    scale = oracle.layouts.get(_KV_SCALE).new_buffer(fill=0, num_blocks=blocks)
+    oracle.layouts.get(_KV).scatter(cache, np.ascontiguousarray(rows[:, :HEAD_DIM // 2]), slots=slots)
+    oracle.layouts.get(_KV_SCALE).scatter(scale, np.ascontiguousarray(rows[:, HEAD_DIM // 2:]), slots=slots)
+    return _kv_read(cache, scale, slots)
+
+
+# ---- sglang's index_k_rope_pack -----------------------------------------------------------------
+#
+# RoPE on the last rope_dim dims, a fake FP4 quantization (RCEIL of amax * fl(1/6), floor 6*2^-126,
+# ties to even: gfx950's rules) dequantized to bf16, then the indexer pack under the op's profile.
+# Probed with rope_dim 0 (no rotation), so the pack's fields are what the bytes decide.
+
+_FAKE_QUANT = "gfx950"
+
+
+def _rope_pack_rows(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """bf16 rows [T, 128] of the blocks and freqs (one identity row per token, rope_dim 0)."""
+    rows = _rows(blocks)
+    return rows, np.ones((rows.shape[0], 0), np.complex64)
+
+
+def _rope_pack_call(run, blocks):
+    rows, freqs = _rope_pack_rows(blocks)
+    packed, e8m0 = run(rows, freqs, 0)
+    return _block_outputs(packed, e8m0, blocks.shape[0])
+
+
+def _rope_pack_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    rows, _ = _rope_pack_rows(blocks)
+    fake = oracle.dequantize_mx(*oracle.quantize_mx(oracle.bf16_to_f32(rows), _FAKE_QUANT), _FAKE_QUANT)
+    packed, e8m0 = oracle.quantize_mx(fake, p)
+    return _block_outputs(packed, e8m0, blocks.shape[0])
+
+
 def _blocks(op: str, pool, call, *, selective: bool) -> Driver:
     return Driver(op, ("nibbles", "e8m0"), (GROUP, 1), pool, call, _mx_reference, (False, False), ("e2m1", "byte"),
                   selective=selective)
@@ -413,6 +477,8 @@ def _table() -> dict[str, Driver]:
                lambda: probes.byte_rows(_Q_SCALE_HEADS * ROW_GROUPS), _q_scale_call, _q_scale_reference, (False,),
                ("byte",)),
     ]
+    table.append(Driver(OpName.AITER_KV_FP4_PRESHUFFLE_LAYOUT, ("packed", "e8m0"), (HEAD_DIM // 2, HEAD_DIM // GROUP),
+                        probes.page68_rows, _kv_layout_call, _kv_layout_reference, (False, False), ("byte", "byte")))
     table += [_elementwise(op, probes.amax_values, lambda p, a: oracle.e8m0_scale(a, p), "byte", output="e8m0")
               for op in _scale_ops()]
     table += [_blocks(op, probes.mx_blocks, _mx_call, selective=False) for op in _mx_like_ops() + list(_MX_JUDGED)]
@@ -433,6 +499,9 @@ def _table() -> dict[str, Driver]:
                          selective=False))
     table.append(_blocks(OpName.SGLANG_PAGE8_STORE, probes.bf16_blocks, _store_call("sglang-page8", True),
                          selective=True))
+    # finite blocks only: the fake quantization's NaN and Inf (Triton's min, max and rint) are not modelled
+    table.append(Driver(OpName.SGLANG_INDEX_K_ROPE_PACK, ("nibbles", "e8m0"), (GROUP, 1), probes.bf16_finite_blocks,
+                        _rope_pack_call, _rope_pack_reference, (False, False), ("e2m1", "byte")))
     table.append(Driver(OpName.VLLM_INDEXER_Q_MXFP4, ("nibbles", "e8m0"), (GROUP, 1), probes.bf16_normal_blocks, _vllm_q_call,
                         _vllm_q_reference, (False, False), ("e2m1", "byte"), selective=True))
     table.append(Driver(OpName.VLLM_FP4_INDEXER_K_STORE, ("nibbles", "e8m0"), (GROUP, 1), probes.bf16_k_domain_blocks,

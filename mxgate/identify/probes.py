@@ -208,6 +208,12 @@ def bf16_amax_values() -> np.ndarray:
 
 
 @cache
+def bf16_finite_blocks() -> np.ndarray:
+    """The blocks of ``bf16_blocks`` holding no NaN and no Inf."""
+    blocks = bf16_blocks()
+    return blocks[((blocks & 0x7FFF) < 0x7F80).all(axis=1)]
+
+
 def bf16_blocks() -> np.ndarray:
     """MX blocks as bf16 bit patterns (uint16 [n, 32]): the blocks of ``mx_blocks`` over the bf16
     amax values, each element rounded to bf16 (NaN kept NaN with its sign), duplicates dropped."""

@@ -334,6 +334,30 @@ def _sglang_call(run, k):
     return run(q_bf16=k["q"], weights_bf16=k["weights"], slots=k["slots"], lens=k["lens"], table=k["table"])
 
 
+def _sglang_paged_calls(p: Profile) -> list[tuple[str, dict[str, Any]]]:
+    """The decode scorer's two calls through a request-to-token table (its slots times the ratio
+    at every ratio-th column of seeded request rows, one row unused): ratio 1, then 2."""
+    out = []
+    for ratio, (what, k) in zip((1, 2), _sglang_calls(p)):
+        batch, width = k["slots"].shape
+        req = np.random.Generator(np.random.PCG64(SEED + ratio)).permutation(batch + 1)[:batch].astype(np.int64)
+        req_table = np.zeros((batch + 1, width * ratio), np.int32)
+        req_table[req, ::ratio] = k["slots"] * ratio  # the kernel divides by the ratio
+        paged = {name: k[name] for name in ("q", "weights", "lens", "table", "page_size")}
+        out.append((f"{what}, ratio {ratio}", dict(paged, req=req, req_table=req_table, max_len=width, ratio=ratio)))
+    return out
+
+
+def _sglang_paged_call(run, k):
+    return run(q_bf16=k["q"], weights_bf16=k["weights"], req=k["req"], req_table=k["req_table"], lens=k["lens"],
+               table=k["table"], max_len=k["max_len"], ratio=k["ratio"])
+
+
+def _sglang_paged_reference(p: Profile, k: dict[str, Any]) -> ScoredLogits:
+    return scorers.fp4_index_logits_paged_scored(k["q"], k["weights"], k["req"], k["req_table"], k["lens"],
+                                                 k["table"], k["page_size"], k["max_len"], k["ratio"], profile=p)
+
+
 def _keywords(run, kwargs):
     return run(**kwargs)
 
@@ -390,6 +414,10 @@ def _table() -> dict[str, ScorerDriver]:
                      _keywords, lambda p, k: scorers.pa_mqa_logits_fp8_scored(**k)),
         ScorerDriver(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE, ("byte0",), _sglang_calls, _sglang_call,
                      lambda p, k: scorers.fp4_index_logits_decode_scored(**k, profile=p)),
+        # the decode scorer's calls through a request table: only columns below min(lens, max_len) are
+        # defined, which is the oracle's window
+        ScorerDriver(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED, ("byte0",), _sglang_paged_calls, _sglang_paged_call,
+                     _sglang_paged_reference),
         ScorerDriver(OpName.VLLM_FP4_MQA_LOGITS, ("byte0",), _vllm_ragged_calls, _clean,
                      lambda p, k: lv.fp4_ragged_logits_scored(**k, profile=p)),
         ScorerDriver(OpName.VLLM_FP4_PAGED_MQA_LOGITS, ("byte0",),
