@@ -44,8 +44,15 @@ DEEPGEMM_SPEC = sources.ProjectSpec(
 class DeepGemmReferenceBackend(base.Backend):
     """per_token_cast_to_fp4 with ue8m0 scales, gran_k 32, as DeepGEMM's FP4 tests call it."""
 
-    description = ("DeepGEMM deep_gemm.utils.math per_token_cast_to_fp4(x, use_ue8m0=True, gran_k=32, "
-                   f"use_packed_ue8m0=True) in torch; from an installed deep_gemm or {DEEPGEMM_ENV}")
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        """What runs, with where it comes from (identify reads the revision from it)."""
+        try:
+            where = self.origin()
+        except sources.SourceError:
+            where = f"not found: set {DEEPGEMM_ENV} or install deep_gemm"
+        return ("DeepGEMM deep_gemm.utils.math per_token_cast_to_fp4(x, use_ue8m0=True, gran_k=32, "
+                f"use_packed_ue8m0=True) in torch on {self.device}; {where}")
 
     def available(self) -> base.Availability:
         missing = base.requires("torch")

@@ -272,14 +272,16 @@ _PROFILES: dict[str, Profile] = {
         derive(
             "deepgemm",
             "DeepGEMM reference FP4 indexer quantizer",
-            unverify=Unverified("nan", "SPEC 2: the DeepGEMM reference's NaN code (min(|NaN|, 6)) is not measured here"),
             tie="zero",
             zero_sign="clear",
-            nan="pos_max",
+            # every `|x| > midpoint` is False for NaN: code 0 whatever its sign
+            nan="zero",
             scale_arithmetic="divide",
             amax_floor=1e-4,
             exp_clamp=(1, 254),
-            evidence="SPEC 3",
+            # ceil_to_ue8m0 clamps the field of a NaN or Inf amax / 6 (255, 256) to 254 like any other
+            special_scale="clamped",
+            evidence="measured: per_token_cast_to_fp4 of deep_gemm/utils/math.py, docs/findings/peers.md",
         ),
         derive(
             "cuda-satfinite",
