@@ -91,10 +91,10 @@ def test_scorer_field_named_with_its_evidence() -> None:
     assert "special scale bytes" in proof.where and proof.backend != proof.under_rejected
 
 
-def test_an_op_without_probes_is_status_5() -> None:
-    run = _cli("--backend", "identify_more_kernels:kv_layout_only")  # a CUDA-only op
+def test_an_op_that_cannot_run_here_is_status_5() -> None:
+    run = _cli("--backend", "sglang-triton", "--op", "sglang.index_k_rope_pack")  # it needs --device cuda
     assert run.returncode == 5, run.stdout + run.stderr
-    assert "not probed by identify" in run.stdout and "aiter.kv_fp4_preshuffle_layout" in run.stdout
+    assert "not run here: sglang.index_k_rope_pack" in run.stdout and "needs device='cuda'" in run.stdout
 
 
 def test_a_topk_kernel_answering_zeros_is_unexplained() -> None:

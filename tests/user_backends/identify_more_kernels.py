@@ -8,8 +8,7 @@ its declared profile); each planted one breaks one rule and declares the unmodif
 - ``fp8_ragged_fnuz``: the ragged FP8 scorer reads its codes as e4m3fnuz (a field);
 - ``fp8_ragged_scaled``: the ragged FP8 scorer's logits 1% too large (no field explains it);
 - ``k_cache_fnuz``: the K cache writer quantizes to e4m3fnuz (a field);
-- ``k_cache_no_round``: the K cache writer keeps s = amax / 448 unrounded (no field explains it);
-- ``kv_layout_only``: an op identify has no probes for (it needs --device cuda).
+- ``k_cache_no_round``: the K cache writer keeps s = amax / 448 unrounded (no field explains it).
 """
 
 from __future__ import annotations
@@ -86,10 +85,6 @@ def _k_cache_no_round(k_bf16, kv_cache, slot_mapping, quant_block_size=128, scal
     return out
 
 
-def _kv_layout(kv_fp4_dense, kv_scale_dense, kv_block_size, slot_mapping, num_blocks):
-    raise NotImplementedError("never called: identify has no probes for this op")
-
-
 def _gfx950(op: str, function) -> object:
     return kernel(op, function, profile="gfx950")
 
@@ -105,4 +100,3 @@ k_cache_ok = backend_from_functions("k-cache-ok", _gfx950(OpName.AITER_INDEXER_K
 k_cache_fnuz = backend_from_functions("k-cache-fnuz", _gfx950(OpName.AITER_INDEXER_K_QUANT_AND_CACHE, _k_cache(FNUZ)))
 k_cache_no_round = backend_from_functions("k-cache-no-round",
                                           _gfx950(OpName.AITER_INDEXER_K_QUANT_AND_CACHE, _k_cache_no_round))
-kv_layout_only = backend_from_functions("kv-layout-only", _gfx950(OpName.AITER_KV_FP4_PRESHUFFLE_LAYOUT, _kv_layout))
