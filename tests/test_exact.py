@@ -310,7 +310,7 @@ def test_rceil_examples() -> None:
     assert X.e8m0_scale(0x00000001, "ml_dtypes") == 0  # v = 2^-149 / 6 rounds to 0
     for special in (0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001):
         assert X.e8m0_scale(special, "gfx950") == 0xFF
-        assert X.e8m0_scale(special, "deepgemm") == 0xFF  # nan_byte: whatever the clamp
+        assert X.e8m0_scale(special, "deepgemm") == 254  # clamped: DeepGEMM's ceil_to_ue8m0 field 0xFF -> [1, 254]
         assert X.e8m0_scale(special, "threshold") == 254  # clamped: field 0xFF -> [1, 254]
 
 

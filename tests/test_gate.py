@@ -283,11 +283,12 @@ SOURCE_BACKENDS = {"vllm-triton": "MXGATE_VLLM_SRC", "vllm-triton-fnuz": "MXGATE
                    "aiter-triton": "MXGATE_AITER_SRC", "aiter-reference": "MXGATE_AITER_SRC",
                    "microxcaling": "MXGATE_MICROXCALING_SRC",
                    "triton-kernels-round-up": "MXGATE_TRITON_KERNELS_SRC",
-                   "triton-kernels-round-down": "MXGATE_TRITON_KERNELS_SRC"}
+                   "triton-kernels-round-down": "MXGATE_TRITON_KERNELS_SRC",
+                   "deepgemm-reference": "MXGATE_DEEPGEMM_SRC"}
 # the installed package that would stand in for each source (the backend then needs no variable)
 _PACKAGE = {"vllm-triton": "vllm", "vllm-triton-fnuz": "vllm", "aiter-triton": "aiter", "aiter-reference": "aiter",
             "microxcaling": "mx", "triton-kernels-round-up": "triton_kernels.numerics_details",
-            "triton-kernels-round-down": "triton_kernels.numerics_details"}
+            "triton-kernels-round-down": "triton_kernels.numerics_details", "deepgemm-reference": "deep_gemm"}
 
 
 def _package_installed(backend: str) -> bool:

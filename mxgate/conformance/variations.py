@@ -103,9 +103,6 @@ SETTLED_BY: dict[tuple[str, str], str] = {
                                  f"--device cuda` {_AITER_SRC} (the device's torch.log2)"),
     ("aiter-dsv4-act", "scale_policy"): (f"`mxgate identify --backend aiter-reference --op aiter.fp4_act_quant "
                                          f"--device cuda` {_AITER_SRC} (the device's torch.log2)"),
-    ("deepgemm", "nan"): ("`mxgate identify --backend module:attr --op fp4_indexer.quantize --device cuda` on a "
-                          "Hopper or Blackwell GPU, with an adapter of DeepGEMM's reference quantizer (none ships "
-                          "with mxgate yet)"),
     ("microxcaling", "nan"): ("`mxgate identify --backend microxcaling --op mx.quantize` with "
                               "`MXGATE_MICROXCALING_SRC` set to a microsoft/microxcaling checkout"),
     ("ocp", "nan"): "none: OCP MX v1.0 leaves it to the implementation; identify the implementation instead",
