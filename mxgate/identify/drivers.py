@@ -64,6 +64,9 @@ class Driver:
     selective: bool = False  # send only the separating probes (a slow backend) plus a random sample
     neutral: int = 0  # the bit pattern a shrink puts in place of an element (+0)
     sides: tuple[SideProbe, ...] = ()  # fixed calls beside the cases (the indexer op)
+    # the gate judges the op with judge_mx_blocks: SPEC 3 leaves the element codes of a block
+    # whose scale byte is 0xFF open (units: GROUP element codes, then the scale byte)
+    scale_255_open: bool = False
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -82,6 +85,15 @@ class Driver:
                 bits = a.astype(np.int64)
             parts.append(bits.reshape(cases, width))
         return np.concatenate(parts, axis=1)
+
+    def scale_255_elements(self, units: np.ndarray) -> np.ndarray:
+        """The element units of the cases whose scale byte is 0xFF in ``units``: the codes
+        SPEC 3 leaves open (none unless ``scale_255_open``)."""
+        if not self.scale_255_open:
+            return np.zeros(units.shape, bool)
+        out = np.zeros(units.shape, bool)
+        out[:, :GROUP] = (units[:, GROUP] == 0xFF)[:, None]
+        return out
 
     def unit_name(self, index: int) -> str:
         """The output and position of unit ``index`` within a case."""
@@ -430,9 +442,9 @@ def _rope_pack_reference(p: Profile, blocks: np.ndarray) -> tuple[np.ndarray, np
     return _block_outputs(packed, e8m0, blocks.shape[0])
 
 
-def _blocks(op: str, pool, call, *, selective: bool) -> Driver:
+def _blocks(op: str, pool, call, *, selective: bool, scale_255_open: bool = False) -> Driver:
     return Driver(op, ("nibbles", "e8m0"), (GROUP, 1), pool, call, _mx_reference, (False, False), ("e2m1", "byte"),
-                  selective=selective)
+                  selective=selective, scale_255_open=scale_255_open)
 
 
 def _mx_like_ops() -> list[str]:
@@ -481,14 +493,17 @@ def _table() -> dict[str, Driver]:
                         probes.page68_rows, _kv_layout_call, _kv_layout_reference, (False, False), ("byte", "byte")))
     table += [_elementwise(op, probes.amax_values, lambda p, a: oracle.e8m0_scale(a, p), "byte", output="e8m0")
               for op in _scale_ops()]
-    table += [_blocks(op, probes.mx_blocks, _mx_call, selective=False) for op in _mx_like_ops() + list(_MX_JUDGED)]
-    table += [_blocks(op, probes.mx_blocks, _mx_call, selective=True) for op in _MX_JUDGED_SLOW]
+    # the gate judges these (and MXFP8 below) with judge_mx_blocks: a 0xFF-scale block's codes are open
+    table += [_blocks(op, probes.mx_blocks, _mx_call, selective=False, scale_255_open=True)
+              for op in _mx_like_ops() + list(_MX_JUDGED)]
+    table += [_blocks(op, probes.mx_blocks, _mx_call, selective=True, scale_255_open=True) for op in _MX_JUDGED_SLOW]
     # MXFP8: mx.quantize's blocks (their amax values cover 448 = 1.75 * 2^8's edges too); the
     # elements saturate by the op's rule, so the fields read are the scale's
     table.append(Driver(OpName.MX_QUANTIZE_E4M3FN, ("codes", "e8m0"), (GROUP, 1), probes.mx_blocks, _mxfp8_call,
-                        _mxfp8_reference, (False, False), ("e4m3fn", "byte")))
+                        _mxfp8_reference, (False, False), ("e4m3fn", "byte"), scale_255_open=True))
     # its identity RMSNorm is exact only inside the contract (boundaries.in_rms_contract)
-    table.append(_blocks(OpName.AITER_FUSED_RMS_MXFP4_QUANT, probes.rms_blocks, _mx_call, selective=True))
+    table.append(_blocks(OpName.AITER_FUSED_RMS_MXFP4_QUANT, probes.rms_blocks, _mx_call, selective=True,
+                         scale_255_open=True))
     for op in (OpName.FP4_INDEXER_QUANTIZE, OpName.FP4_INDEXER_QUANTIZE_ROWS):
         table.append(_blocks(op, probes.bf16_blocks, _indexer_call, selective=True))
     table.append(_blocks(OpName.SGLANG_PAGE68_STORE, probes.bf16_blocks, _store_call("sglang-page68", False),

@@ -15,6 +15,7 @@ from mxgate.identify.search import VARIANT, Evidence, Inference, SideFinding
 from mxgate.identify.shrink import Shrunk
 from mxgate.identify.probes import SEED
 from mxgate.identify.scorers import TOPK
+from mxgate.oracle import unverified
 
 SHOWN_MATCHES = 6
 
@@ -97,6 +98,8 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
             what = ("bytes match the oracle" if op.scorer is None else "top-k sets are admissible"
                     if op.scorer.units == "rows" else "logits lie within the oracle's bound")
             lines.append(f"  reads no profile field; the backend's {what}: consistent")
+    if inf.open_units:
+        lines.append(f"  {open_text(inf)}")
     if op.status == UNEXPLAINED and inf.unexplained:
         lines.append(f"  unexplained: {inf.unexplained} unit(s) that no combination of field values explains "
                      f"(the closest profile leaves them)")
@@ -122,8 +125,9 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
         lines.append(f"  decided: {', '.join(decided)}")
     open_fields = [v for v in inf.fields.values() if v.read and not v.decided]
     for v in open_fields:
-        lines.append(f"  undecided: {v.field}: {' or '.join(repr(c) for c in v.consistent)} "
-                     f"(no probe separates them on this op)")
+        why = ("only element codes of 0xFF-scale blocks separate them, and SPEC 3 leaves those open"
+               if v.opened else "no probe separates them on this op")
+        lines.append(f"  undecided: {v.field}: {' or '.join(repr(c) for c in v.consistent)} ({why})")
     refused = {a for f in inf.sides if f.cause for a in f.probe.axes + f.probe.derived}  # said in their line
     unread = [v.field for v in inf.fields.values() if v.declared and not v.read and v.field not in refused]
     if unread:
@@ -133,6 +137,11 @@ def op_lines(result: IdentifyResult, op: OpIdentity, index: int, total: int) -> 
     if extra:
         lines.append(f"  also read, though the op table does not list them for {op.op}: {', '.join(extra)}")
     return lines
+
+
+def open_text(inf: Inference) -> str:
+    return (f"{inf.open_units} element unit(s) of 0xFF-scale blocks differ: SPEC 3 leaves them open "
+            f"(the gate rates this acceptable)")
 
 
 def scorer_lines(op: OpIdentity) -> list[str]:
@@ -250,9 +259,12 @@ def op_json(result: IdentifyResult, op: OpIdentity) -> dict[str, Any]:
         "fields": {
             f: {"value": _jsonable(v.value), "decided": v.decided, "read": v.read, "declared": v.declared,
                 "consistent": [_jsonable(c) for c in v.consistent],
+                "left_open": [_jsonable(c) for c in v.opened],
                 "evidence": [_evidence_json(d, op.cases, e) for e in v.evidence]}
             for f, v in inf.fields.items() if v.read or v.declared},
     })
+    if inf.open_units:
+        out["open"] = {"units": inf.open_units, "said": open_text(inf), "why": unverified.SCALE_255_REASON}
     if inf.sides:
         out["side_probes"] = [_side_json(d, op.cases, f) for f in inf.sides]
     if op.status in (DIFFERS, UNEXPLAINED):

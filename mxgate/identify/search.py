@@ -15,6 +15,13 @@ values they left consistent). The fields a side decides replace the cases' decis
 cases' evidence kept), and a registered profile matches only where every side probe explains
 the backend's bytes under it too (the K front end: under some envelope member with the
 profile's ``fma_contraction``).
+
+On an op the gate judges with ``judge_mx_blocks`` (``Driver.scale_255_open``), units the search
+leaves that are all element codes of blocks whose scale byte is 0xFF (the backend's and the best
+profile's: the scale units are explained) are *open*, not unexplained: SPEC 3 leaves them open
+and the gate rates such bytes acceptable. Then no element code of a 0xFF-scale block serves as
+evidence (a value only they reject stays consistent), and a registered profile matches when it
+explains every other unit.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ class FieldDecision:
     read: bool  # some candidate value changes the op's output on these probes
     declared: bool  # the op table lists it among the op's profile fields
     evidence: list[Evidence] = field(default_factory=list)
+    opened: tuple[object, ...] = ()  # consistent values that only codes SPEC 3 leaves open reject
 
     @property
     def decided(self) -> bool:
@@ -78,6 +86,7 @@ class Inference:
     inferred: Profile  # nearest with the differing fields replaced
     evaluations: int = 0
     sides: list["SideFinding"] = field(default_factory=list)
+    open_units: int = 0  # element units of 0xFF-scale blocks that differ, left open by SPEC 3
 
     @property
     def side_unexplained(self) -> int:
@@ -90,6 +99,7 @@ class Evaluator:
     def __init__(self, driver: Driver, cases: np.ndarray, backend_units: np.ndarray) -> None:
         self.driver, self.cases, self.backend = driver, cases, backend_units
         self._counts: dict[tuple, int] = {}
+        self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
         self.evaluations = 0
 
     @staticmethod
@@ -107,13 +117,14 @@ class Evaluator:
         return self.driver.units(out, self.cases.shape[0])
 
     def wrong(self, p: Profile) -> np.ndarray:
+        """The units ``p`` does not explain, the open ones left out."""
         u = self.units(p)
         if u is None:
             return np.ones(self.backend.shape, bool)
-        return u != self.backend
+        return (u != self.backend) if self.open is None else (u != self.backend) & ~self.open
 
     def count(self, p: Profile) -> int:
-        k = self.key(p)
+        k = (self.key(p), self.open is not None)
         if k not in self._counts:
             self._counts[k] = int(self.wrong(p).sum())
         return self._counts[k]
@@ -163,9 +174,10 @@ def _decide(ev: Evaluator, p: Profile, universe: tuple[str, ...], declared: tupl
     base = ev.units(p)
     assert base is not None, "the best profile is one the oracle accepts"
     explained = base == ev.backend
+    judged = explained if ev.open is None else explained & ~ev.open  # open units are no evidence
     out: dict[str, FieldDecision] = {}
     for f in universe:
-        consistent, evidence, read = [getattr(p, f)], [], False
+        consistent, evidence, read, opened = [getattr(p, f)], [], False, []
         for v in candidates.values(f):
             if v == getattr(p, f):
                 continue
@@ -174,15 +186,52 @@ def _decide(ev: Evaluator, p: Profile, universe: tuple[str, ...], declared: tupl
                 continue
             moved = u != base
             read = read or bool(moved.any())
-            deciding = np.argwhere(moved & explained)
+            deciding = np.argwhere(moved & judged)
             if deciding.size == 0:
                 consistent.append(v)
+                if ev.open is not None and bool((moved & ev.open).any()):
+                    opened.append(v)
                 continue
             for case, unit in deciding[:EVIDENCE_PER_VALUE].tolist():
                 evidence.append(Evidence(f, v, case, unit, int(ev.backend[case, unit]), int(base[case, unit]),
                                          int(u[case, unit])))
-        out[f] = FieldDecision(f, getattr(p, f), tuple(consistent), read, f in declared, evidence)
+        out[f] = FieldDecision(f, getattr(p, f), tuple(consistent), read, f in declared, evidence, tuple(opened))
     return out
+
+
+def _search(ev: Evaluator, starts: list[str], universe: tuple[str, ...]) -> tuple[Profile, int]:
+    """The descent from each of the first three distinct starts, the best end kept."""
+    best, best_count = None, None
+    tried: set[tuple] = set()
+    for name in starts[:3]:
+        start = profiles.get(name)
+        if Evaluator.key(start) in tried:
+            continue
+        tried.add(Evaluator.key(start))
+        p, c = _descend(ev, start, universe)
+        if best_count is None or c < best_count:
+            best, best_count = p, c
+        if c == 0:
+            break
+    assert best is not None and best_count is not None
+    return best, best_count
+
+
+def _open_search(ev: Evaluator, driver: Driver, best: Profile, starts: list[str],
+                 universe: tuple[str, ...]) -> tuple[Profile, int]:
+    """The profile that leaves only element codes of blocks whose scale byte is 0xFF (the
+    backend's; the profile's too, as a differing scale byte is itself a unit left), which the
+    contract leaves open, and how many it leaves; then ``ev.open`` holds those codes. Else
+    (``best``, 0) and ``ev.open`` stays None."""
+    ev.open = driver.scale_255_elements(ev.backend)
+    if ev.count(best):  # the search's end leaves other units: search again with the open ones left out
+        best, left = _search(ev, starts, universe)
+        if left:
+            ev.open = None
+            return best, 0
+    units = ev.units(best)
+    assert units is not None, "the best profile is one the oracle accepts"
+    return best, int((units != ev.backend).sum())
 
 
 def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared_profile: str | None,
@@ -197,20 +246,14 @@ def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared
     def rank(name: str) -> tuple[int, bool, int]:
         return ev.count(profiles.get(name)), name != declared_profile, order[name]
 
-    starts = sorted(names, key=rank)
-    best, best_count = None, None
-    tried: set[tuple] = set()
-    for name in starts[:3]:
-        start = profiles.get(name)
-        if Evaluator.key(start) in tried:
-            continue
-        tried.add(Evaluator.key(start))
-        p, c = _descend(ev, start, universe)
-        if best_count is None or c < best_count:
-            best, best_count = p, c
-        if c == 0:
-            break
-    assert best is not None and best_count is not None
+    best, best_count = _search(ev, sorted(names, key=rank), universe)
+    open_units = 0
+    if best_count and driver.scale_255_open:
+        searched, open_units = _open_search(ev, driver, best, sorted(names, key=rank), universe)
+        if open_units:
+            best, best_count = searched, 0
+        else:
+            ev.open = None
     decisions = _decide(ev, best, universe, driver.fields)
     wrong = ev.wrong(best)
     first = tuple(int(i) for i in np.argwhere(wrong)[0]) if best_count else None
@@ -241,7 +284,7 @@ def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared
         inferred = replace(profiles.get(nearest), name=CANDIDATE, **{f: getattr(best, f) for f in diffs})
     differs = {f: (getattr(inferred, f), getattr(profiles.get(nearest), f)) for f in diffs}
     return Inference(best, best_count, first, decisions, matches, nearest, differs, inferred, ev.evaluations,
-                     findings)
+                     findings, open_units)
 
 
 # ---- side probes ------------------------------------------------------------------------------
