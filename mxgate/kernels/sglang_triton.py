@@ -117,9 +117,10 @@ class SglangTritonBackend(Backend):
                 table += [
                     Op(OpName.SGLANG_INDEX_K_ROPE_PACK, "sglang-rne", self.index_k_rope_pack,
                        "RoPE + fake-quant (floor 6*2^-126) + RNE pack; CUDA only"),
-                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE, p, self.logits_decode,
+                    # compiled for CUDA, tl.exp2(byte - 127) reads K scale byte 0 as 0 (measured)
+                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_DECODE, "sglang-cuda-scorer", self.logits_decode,
                        "fp4_index_logits_decode; CUDA only"),
-                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED, p, self.logits_paged,
+                    Op(OpName.SGLANG_FP4_INDEX_LOGITS_PAGED, "sglang-cuda-scorer", self.logits_paged,
                        "fp4_index_logits_paged; CUDA only"),
                 ]
             self._ops = with_own_checks({op.name: op for op in table})
@@ -250,7 +251,9 @@ class SglangTritonBackend(Backend):
         k = self.kernels()
         with k.scope():
             x = self._bf16_tensor(bits)
-            ft = torch.view_as_complex(self._tensor(np.ascontiguousarray(f)))
+            # rope_dim 0: an empty complex table (view_as_complex refuses the strides of an empty one)
+            ft = (torch.view_as_complex(self._tensor(np.ascontiguousarray(f))) if rope_dim else
+                  torch.zeros((f.shape[0], 0), dtype=torch.complex64, device=x.device))
             pt = None if pos is None else self._tensor(pos)
             if cache is None:
                 packed, words = k.indexer.index_k_rope_pack(x, ft, rope_dim, positions=pt)

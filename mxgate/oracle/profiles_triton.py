@@ -1,4 +1,5 @@
-"""The profile of triton_kernels' torch reference quantizer (docs/findings/peers.md).
+"""Profiles of Triton code as it was measured: triton_kernels' torch reference quantizer
+(docs/findings/peers.md) and sglang's FP4 index scorers compiled for CUDA (docs/findings/sglang.md).
 
 Registered whenever mxgate.oracle.profiles is imported (its last lines import this module), so
 the set of profile names never depends on what else a process imported; like the AITER and vLLM
@@ -6,6 +7,8 @@ profiles it is not in the base table, so the golden vectors carry no results for
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from mxgate.oracle import profiles
 
@@ -24,4 +27,19 @@ TRITON_KERNELS_ROUND_UP = profiles.register(profiles.derive(
           "this profile gives 0xFF: a known finding (docs/findings/peers.md).",
     evidence="read + measured: downcast_to_mxfp_torch of triton-lang/triton 018a674f6d run by the "
              "triton-kernels-round-up backend, docs/findings/peers.md",
+))
+
+SGLANG_CUDA_SCORER = profiles.register(dataclasses.replace(
+    profiles.get("threshold"),
+    name="sglang-cuda-scorer",
+    shipped_by="sglang 0.5.23 fp4_index_logits_decode / fp4_index_logits_paged compiled by Triton for CUDA (the K cache "
+    "quantized as sglang's default threshold rule does)",
+    byte0="zero",
+    notes="The kernel decodes each K scale byte as tl.exp2(byte - 127.0) (dsv4/fp4_indexer.py:411): compiled for "
+          "CUDA, byte 0 gives 0, not 2^-127 (the approximate exp2 flushes the subnormal result, as far as the "
+          "bytes show), so a group with K scale byte 0 scores 0. Under TRITON_INTERPRET=1 NumPy's exp2 gives "
+          "2^-127; the interpreter cannot run these kernels correctly anyway (docs/findings/sglang.md section 8).",
+    evidence="measured: mxgate identify --backend sglang-triton --device cuda on an H200 (torch 2.11.0+cu130, "
+             "Triton 3.6.0): K scale byte 0 beside Q scale 2^123 scores 0x00000000 where 2^-127 gives 0x350e0000 "
+             "(docs/findings/sglang.md section 11)",
 ))
