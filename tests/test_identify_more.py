@@ -12,6 +12,7 @@ import pytest
 
 from mxgate.identify.run import MATCH, UNEXPLAINED, identify
 from mxgate.op_table import OpName
+from mxgate.oracle import profiles
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE / "user_backends"))  # the workers (spawned) inherit sys.path
@@ -46,7 +47,9 @@ def test_topk_byte0_planted_is_named_with_its_evidence() -> None:
     for op in result.ops:
         d = op.inference.fields["byte0"]
         assert d.decided and d.value == "zero", (op.op, d)
-        assert "gfx950" not in op.inference.matches and op.inference.matches == ["triton-dot-scaled"]
+        # the registered profiles reading scale byte 0 as 0 (triton-dot-scaled, sglang-cuda-scorer), no other
+        assert "triton-dot-scaled" in op.inference.matches and "gfx950" not in op.inference.matches
+        assert all(profiles.get(n).byte0 == "zero" for n in op.inference.matches), op.inference.matches
         proof = next(e for e in d.evidence if e.rejected == "pow2")
         # the short-context special call: under pow2 the oracle's set holds tokens the backend left out
         assert "batch 0's context 19" in proof.where and proof.backend == 0 < proof.under_rejected, proof
