@@ -76,14 +76,17 @@ def test_round_up_inf_block_is_the_profile_multiplied_by_one_over_inf() -> None:
 
 @needs_source
 def test_round_down_defects_have_their_bytes() -> None:
-    """fl(amax / 4) rounds 0x017FFFFF up to 2^-126 (byte 1, OCP 0); a byte-0 block is zeroed."""
+    """fl(amax / 4) rounds 0x017FFFFF up to 2^-126: byte 1 where its profile (and OCP) give 0, the
+    known finding; a byte-0 block is zeroed, which its profile (scale0_divisor 'one') reproduces
+    and OCP's division by 2^-127 does not."""
+    profile = "triton-kernels-round-down"
     values, scales = _quantize("round_down", _block(_bits(0x017FFFFF)))
     assert scales[0, 0] == 0x01 and values[0, 0] == 0x06
-    assert oracle.quantize_mx(_block(_bits(0x017FFFFF)), "ocp")[1][0, 0] == 0x00
+    assert oracle.quantize_mx(_block(_bits(0x017FFFFF)), profile)[1][0, 0] == 0x00
     x = _block(np.float32(6 * 2.0**-127))
     values, scales = _quantize("round_down", x)
     assert scales[0, 0] == 0x00 and values[0, 0] == 0x00
-    assert oracle.quantize_mx(x, "ocp")[0][0, 0] == 0x07
+    assert oracle.quantize_mx(x, profile)[0][0, 0] == 0x00 and oracle.quantize_mx(x, "ocp")[0][0, 0] == 0x07
     values, scales = _quantize("round_down", _block(_bits(0x047FFFFF)), "mx.quantize_e4m3fn")
     assert scales[0, 0] == 0x01 and values[0, 0] == 0x78
 

@@ -73,19 +73,15 @@ _TK_NAN_AMAX = ("triton_kernels downcast_to_mxfp_torch ROUND_UP adds 0x7FFFFF to
                 "multiplier 0 (finite elements +-0, the NaN element {nan}) where the profile gives 0xFF; "
                 "docs/findings/peers.md")
 _TK_ROUND_DOWN = ("triton_kernels downcast_to_mxfp_torch ROUND_DOWN (whose comment says it follows OCP) floors "
-                  "fl(amax / {q}) by its bits, and multiplies every element by 1 / scale taken as 0 where the scale is 0 "
-                  "or Inf: {example}; the elements of a byte-0 block become +-0 where OCP divides them by 2^-127; a NaN "
-                  "block (byte 0xFF) keeps +-0 for its finite elements where the profile's NaN scale gives NaN codes; "
-                  "docs/findings/peers.md")
+                  "fl(amax / {q}) by its bits, the quotient rounded first: {example}; docs/findings/peers.md")
 KNOWN_FINDINGS.update({
     ("triton-kernels-round-up", OpName.MX_QUANTIZE): _TK_NAN_AMAX.format(nan="0x7, or 0xF for -NaN"),
     ("triton-kernels-round-up", OpName.MX_QUANTIZE_E4M3FN): _TK_NAN_AMAX.format(nan="0x7F, or 0xFF for -NaN"),
     ("triton-kernels-round-down", OpName.MX_QUANTIZE): _TK_ROUND_DOWN.format(
-        q=4, example="amax 0x017FFFFF / 4 rounds up to 2^-126: byte 0x01 (OCP's floor(log2 amax) - 2: 0x00); a block of "
-                     "amax 6*2^-127 gives code 0x0 (OCP: 0x7)"),
+        q=4, example="amax 0x017FFFFF / 4 rounds up to 2^-126: byte 0x01 and code 0x6 (the exact floor(log2 amax) - 2: "
+                     "0x00, code 0x7)"),
     ("triton-kernels-round-down", OpName.MX_QUANTIZE_E4M3FN): _TK_ROUND_DOWN.format(
-        q=256, example="amax 0x047FFFFF / 256 rounds up to 2^-126: byte 0x01 (OCP: 0x00); an element 2^-130 in a "
-                       "byte-0 block gives e4m3fn 0x00 (OCP: 0x20)"),
+        q=256, example="amax 0x047FFFFF / 256 rounds up to 2^-126: byte 0x01 and e4m3fn 0x78 (exact: 0x00, 0x7E)"),
 })
 
 

@@ -37,7 +37,7 @@ MXFP_BLOCK = 32  # OCP MX v1.0 block
 NVFP_BLOCK = 16  # NVFP4 block
 
 # mode -> the profile that reproduces downcast_to_mxfp_torch in that mode (docs/findings/peers.md)
-PROFILES = {"round_up": "triton-kernels-round-up", "round_down": "ocp"}
+PROFILES = {"round_up": "triton-kernels-round-up", "round_down": "triton-kernels-round-down"}
 
 
 def _unused(name: str) -> Callable[..., Any]:

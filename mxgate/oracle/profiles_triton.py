@@ -29,6 +29,24 @@ TRITON_KERNELS_ROUND_UP = profiles.register(profiles.derive(
              "triton-kernels-round-up backend, docs/findings/peers.md",
 ))
 
+TRITON_KERNELS_ROUND_DOWN = profiles.register(dataclasses.replace(
+    profiles.get("ocp"),
+    name="triton-kernels-round-down",
+    shipped_by="triton-lang/triton python/triton_kernels numerics_details/mxfp.py downcast_to_mxfp_torch "
+               "(DequantScaleRoundingMode.ROUND_DOWN, e8m0 scales)",
+    nan_scale="inf",
+    scale0_divisor="one",
+    notes="OCP's floor scale (its comment: 'follows the OCP standard'); the elements are multiplied by 1 / scale, "
+          "taken as 0 where the scale is 0 or Inf: a byte-0 block (amax below 2^-124) gives zero codes, as a "
+          "divisor of 1 does for elements that small (scale0_divisor 'one'), and a NaN or Inf block (byte 0xFF) "
+          "gives zeros of its finite elements' signs (nan_scale 'inf'). The byte is the field of fl(amax / 4) "
+          "(FP8: / 256), rounded before the floor: amax 0x017FFFFF gives byte 0x01 where floor(log2 amax) - 2 "
+          "gives 0x00, a known finding (docs/findings/peers.md).",
+    evidence="measured: downcast_to_mxfp_torch of triton-lang/triton 018a674f6d run by the triton-kernels-round-down "
+             "backend; mxgate identify named nan_scale 'inf' and scale0_divisor 'one' (docs/findings/peers.md)",
+    unverified=(),
+))
+
 SGLANG_CUDA_SCORER = profiles.register(dataclasses.replace(
     profiles.get("threshold"),
     name="sglang-cuda-scorer",
