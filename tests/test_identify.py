@@ -31,6 +31,7 @@ INDEXER = "indexer_qk_rope_quant_and_cache"
 
 sys.path.insert(0, str(USER_BACKENDS))  # the workers (spawned) inherit sys.path
 import identify_kernels  # noqa: E402
+from identify_cli import cli_env, run_identify  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN and Inf probes, in the oracle's threads
 
@@ -73,18 +74,7 @@ def _identified(name: str, ops: list[str] | None = None):
 REPO = HERE.parent
 
 
-def _env(*first: Path) -> dict[str, str]:
-    """The environment of a CLI run: ``first`` and the user backends on the path, then this
-    checkout (mxgate itself, wherever the command runs), then what was there."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(p) for p in first] + [str(USER_BACKENDS), str(REPO)]
-                                        + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
-
-
-def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mxgate", "identify", *args], cwd=cwd, env=env or _env(),
-                          capture_output=True, text=True, timeout=600)
+_env, _cli = cli_env, run_identify
 
 
 def _spec(name: str) -> str:

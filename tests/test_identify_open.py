@@ -6,8 +6,6 @@ Kernels: tests/user_backends/identify_open_kernels.py."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,18 +22,14 @@ USER_BACKENDS = HERE / "user_backends"
 sys.path.insert(0, str(USER_BACKENDS))
 
 import identify_open_kernels as planted  # noqa: E402
+from identify_cli import run_identify  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 OPEN_LINE = "element unit(s) of 0xFF-scale blocks differ: SPEC 3 leaves them open (the gate rates this acceptable)"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(USER_BACKENDS), str(HERE.parent)]
-                                        + [p for p in [env.get("PYTHONPATH")] if p])
-    return subprocess.run([sys.executable, "-m", "mxgate", "identify", *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+_cli = run_identify
 
 
 def _differing_codes(op: str, x: np.ndarray) -> int:

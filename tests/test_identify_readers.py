@@ -5,7 +5,6 @@ probes (exit 5, tests/user_backends/identify_more_kernels.py). Kernels: tests/us
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from mxgate.identify.run import INCONSISTENT, MATCH, UNEXPLAINED, identify
 HERE = Path(__file__).parent
 USER_BACKENDS = HERE / "user_backends"
 sys.path.insert(0, str(USER_BACKENDS))  # the workers (spawned) inherit sys.path
+from identify_cli import run_identify  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -25,12 +25,7 @@ def _spec(name: str) -> str:
     return f"identify_reader_kernels:{name}"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(USER_BACKENDS), str(HERE.parent)]
-                                        + [p for p in [env.get("PYTHONPATH")] if p])
-    return subprocess.run([sys.executable, "-m", "mxgate", "identify", *args], env=env, capture_output=True,
-                          text=True, timeout=600)
+_cli = run_identify
 
 
 @pytest.fixture(scope="module")
