@@ -387,6 +387,24 @@ def test_cuda_logits_decode_and_paged(cuda_backend):
     assert np.array_equal(paged[visible], out[visible])
 
 
+@pytest.mark.gpu
+def test_identify_names_the_cuda_only_ops_by_their_declared_profiles(request):
+    """docs/findings/sglang.md 11: compiled for CUDA the FP4 index scorers read a K scale byte 0
+    as 0 (byte0 'zero', the declared sglang-cuda-scorer; 2^-127 would give another logit), and
+    identify names all three CUDA-only ops by the profiles the backend declares."""
+    _skip_unless("cuda", request.config)
+    from mxgate.identify.run import MATCH, identify
+
+    scorers = ["sglang.fp4_index_logits.decode", "sglang.fp4_index_logits.paged"]
+    result = identify("sglang-triton", [*scorers, "sglang.index_k_rope_pack"], "cuda")
+    assert result.status == 0, [(op.op, op.status, op.cause) for op in result.ops]
+    for op in result.ops:
+        assert op.status == MATCH and op.declared in op.inference.matches, (op.op, op.inference.matches)
+        if op.op in scorers:
+            byte0 = op.inference.fields["byte0"]
+            assert op.declared == "sglang-cuda-scorer" and byte0.decided and byte0.value == "zero"
+
+
 # -- host checks and availability ----------------------------------------------------------------
 
 def test_bad_arguments(backends, data):
