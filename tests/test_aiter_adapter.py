@@ -256,6 +256,27 @@ def test_the_gate_sees_aiters_round_down_and_even_scale_findings() -> None:
 
 
 @needs_checkout
+def test_fp4_quant_e2m1_with_e8m0_gives_a_nan_block_byte_0() -> None:
+    """AITER's fp4_quant_e2m1_with_e8m0, run here (docs/findings/aiter.md 5c): a block whose amax
+    is a NaN gets scale byte 0x00 where argmin's rule gives 0xFF; an Inf amax gets 0xFF. The gate's
+    nonfinite-blocks config holds these blocks, and the finding is known."""
+    from mxgate import oracle
+    from mxgate.conformance.known_findings import KNOWN_FINDINGS
+    from mxgate.inputs.boundaries import nonfinite_blocks
+    from mxgate.op_table import OpName
+
+    op = OpName.AITER_FP4_QUANT_E2M1_WITH_E8M0
+    x = nonfinite_blocks()
+    nan = np.isnan(x).any(axis=1)
+    assert nan.sum() == 4 and (~nan).sum() == 2
+    backend = kernels.get("aiter-reference")
+    _, scale = backend.op(op).run(x)
+    assert (oracle.quantize_mx(x, backend.op(op).profile)[1][:, 0] == 0xFF).all()
+    assert np.array_equal(scale[:, 0], np.where(nan, 0x00, 0xFF)), scale[:, 0]
+    assert ("aiter-reference", op) in KNOWN_FINDINGS
+
+
+@needs_checkout
 def test_ref_quant_mxfp4_zero_quotient_misses_the_zero_group_fill() -> None:
     """AITER's ref_quant_mxfp4, run here (docs/findings/aiter.md 5b): a block whose amax / 6
     (RoundUp) or amax / 4 (Ceil) rounds to 0 in float32 gets byte 0x00, because the 2^-126 fill

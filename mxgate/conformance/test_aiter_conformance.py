@@ -5,7 +5,7 @@ Each op is judged under its declared profile (or ``--profile``) against the orac
 
 * MX quantizers with mx.quantize's signature (``aiter.fused_*``, ``aiter.ref_quant_mxfp4.*``,
   ``aiter.fp4_quant_e2m1_with_e8m0``, ``aiter.fp4_act_quant``): the scale boundary blocks, the
-  extreme-amax blocks and Hypothesis blocks of test_elements, plus a tie probe (every E2M1 midpoint, both signs, and
+  extreme-amax blocks, NaN and Inf blocks and Hypothesis blocks of test_elements, plus a tie probe (every E2M1 midpoint, both signs, and
   -0 at scale 2^0);
 * ``aiter.f32_to_mx_e8m0_scale.*``: every positive bf16 pattern, the float32 boundary classes
   and every float32 just below the subnormal/normal edge, NaN and Inf;
@@ -32,7 +32,8 @@ from mxgate.conformance.judge import logits_verdict as _logits_verdict
 from mxgate.oracle import layouts
 from mxgate.inputs import aiter_fp8
 from mxgate.inputs import logits as lc
-from mxgate.inputs.boundaries import E2M1_MIDPOINTS, extreme_amax_blocks, in_rms_contract, scale_blocks, scale_inputs
+from mxgate.inputs.boundaries import (E2M1_MIDPOINTS, extreme_amax_blocks, in_rms_contract, nonfinite_blocks,
+                                      scale_blocks, scale_inputs)
 from mxgate.inputs.boundaries import tie_probe
 from mxgate.inputs.strategies import float_blocks, rms_blocks
 from mxgate.oracle import scorers as logits
@@ -70,6 +71,15 @@ def test_mx_like_extreme_blocks(backend, record, profile_override, op: str) -> N
     profile = _profile(backend, op, profile_override)
     x = extreme_amax_blocks()
     record(op, "extreme-amax-blocks", judge_mx_quantize(x, profile, backend.op(op).run(x)), profile=profile)
+
+
+@pytest.mark.parametrize("op", _params(MX_OPS))
+def test_mx_like_nonfinite_blocks(backend, record, profile_override, op: str) -> None:
+    """A NaN of either sign, a payload NaN and both Infs as the amax (identify found a reference
+    whose NaN blocks get scale byte 0x00, which these configs did not hold)."""
+    profile = _profile(backend, op, profile_override)
+    x = nonfinite_blocks()
+    record(op, "nonfinite-blocks", judge_mx_quantize(x, profile, backend.op(op).run(x)), profile=profile)
 
 
 @pytest.mark.parametrize("op", _params(MX_OPS))

@@ -260,6 +260,18 @@ def scale_blocks() -> np.ndarray:
     return np.stack(rows)
 
 
+def nonfinite_blocks() -> np.ndarray:
+    """MX blocks [rows, 32] spanning [-3, 3] with one element replaced by a NaN (quiet of both
+    signs, a payload, all ones) or an Inf of either sign: the NaN / Inf amax of every rule
+    (scale_blocks has one +Inf block only)."""
+    rows = []
+    for special in (0x7FC00000, 0xFFC00001, 0x7F800001, 0xFFFFFFFF, F32_INF, F32_INF | SIGN):
+        row = np.linspace(-3, 3, GROUP, dtype=np.float32)
+        row[3] = f32([special])[0]
+        rows.append(row)
+    return np.stack(rows)
+
+
 # float32 log2 of these rounds to 128 (0x7F7FFFD4 up to FLT_MAX) or stays below it (0x7F7FFFD3)
 LOG2_ROUNDS_TO_128 = (0x7F7FFFD4, 0x7F7FFFD3)
 
