@@ -62,6 +62,11 @@ KNOWN_FINDINGS.update({
         "microxcaling rounds with floor(|y| + 0.5) in float32, which double-rounds: y = 0.25 - 1 ulp (0x3E7FFFFF) gives "
         "0.5 (code 0x1) where half away from zero gives 0x0; and 2**floor(log2|y|) overflows for |y| >= 0x7F7FFFD4 "
         "(log2 rounds to 128), which gives NaN; docs/findings/peers.md"),
+    ("microxcaling", OpName.MX_QUANTIZE): (
+        "microxcaling's _quantize_mx rounds each scaled element with floor(|y| + 0.5) in float32 (as its e2m1 "
+        "encoder), which double-rounds: in a block of amax 6 (scale 2^0) 0.25 - 1 ulp gives code 0x1 where half "
+        "away from zero gives 0x0; case midpoint-neighbour-block (packed byte (0, 0): expected 0x07, got 0x17); "
+        "docs/findings/peers.md"),
     ("torchao-mx-rceil", OpName.MX_QUANTIZE): (
         "torchao RCEIL multiplies a NaN block by its NaN descale; where the element is a NaN too, torch's CPU multiply "
         "keeps the descale's NaN (the amax's, sign cleared): a -qNaN element gives 0x3 where the profile's nan_scale "

@@ -18,7 +18,8 @@ from mxgate.conformance.judge import EXACT, FAIL, Verdict, combine, compare_arra
 from mxgate.conformance.judge import judge_e2m1_codes as _judge_e2m1
 from mxgate.oracle import profiles
 from mxgate.inputs.bits import NAN_PAYLOADS, bf16_patterns, f32, is_nan_bits
-from mxgate.inputs.boundaries import element_boundaries, element_inputs, extreme_amax_blocks, mx_e4m3fn_blocks, scale_blocks
+from mxgate.inputs.boundaries import (element_boundaries, element_inputs, extreme_amax_blocks, midpoint_neighbour_block,
+                                      mx_e4m3fn_blocks, scale_blocks)
 from mxgate.inputs.strategies import float_blocks, mx_blocks
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as SATURATE
 
@@ -168,6 +169,16 @@ def test_mx_quantize_boundaries(backend, record, profile_override, reference) ->
     x = scale_blocks()
     verdict = judge_mx_quantize(x, profile, backend.op(OpName.MX_QUANTIZE).run(x), reference(OpName.MX_QUANTIZE))
     record(OpName.MX_QUANTIZE, "scale-boundary-blocks", verdict, profile=profile)
+
+
+@pytest.mark.mxgate_op(OpName.MX_QUANTIZE)
+def test_mx_quantize_midpoint_neighbours(backend, record, profile_override, reference) -> None:
+    """One ulp beside every E2M1 midpoint at scale 2^0 (identify found an emulator that rounds
+    twice there inside mx.quantize, where the other blocks never land)."""
+    profile = _profile(backend, OpName.MX_QUANTIZE, profile_override)
+    x = midpoint_neighbour_block()
+    verdict = judge_mx_quantize(x, profile, backend.op(OpName.MX_QUANTIZE).run(x), reference(OpName.MX_QUANTIZE))
+    record(OpName.MX_QUANTIZE, "midpoint-neighbour-block", verdict, profile=profile)
 
 
 @pytest.mark.mxgate_op(OpName.MX_QUANTIZE)

@@ -329,6 +329,18 @@ def tie_probe() -> np.ndarray:
     return f32([int(v) for v in np.float32(row).view(np.uint32)]).reshape(1, GROUP)
 
 
+def midpoint_neighbour_block() -> np.ndarray:
+    """One MX block [1, 32] whose amax is 6 (scale 2^0 under every policy): one float32 ulp below
+    and above each E2M1 midpoint, both signs. Not ties, so every rule rounds them alike; an
+    encoder that rounds twice (first to float32 after adding a half) moves the ones below."""
+    below = [int(bit(m)) - 1 for m in E2M1_MIDPOINTS]
+    above = [int(bit(m)) + 1 for m in E2M1_MIDPOINTS]
+    mags = below + above
+    row = [int(bit(6.0))] + mags + [p | SIGN for p in mags]
+    row += [0] * (GROUP - len(row))
+    return f32(row).reshape(1, GROUP)
+
+
 def in_rms_contract(x: np.ndarray) -> np.ndarray:
     """Zero what an identity RMSNorm cannot carry exactly (|x| below RMS_MIN or from RMS_MAX up)."""
     mag = np.abs(x)
