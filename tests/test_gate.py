@@ -340,6 +340,14 @@ def test_a_lone_worker_imports_torch_only_if_its_backend_does(tmp_path: Path) ->
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["oracle [56, 64]", "torch [56, 64]", "False False"], done.stdout
+    # the first start of a fresh process starting two workers together preloads torch for both
+    together = ("from multiprocessing import forkserver\n"
+                "from mxgate.kernels import isolation\n"
+                "isolation.close_all(list(isolation.start_all(['oracle', 'ml_dtypes'], 'cpu').values()))\n"
+                "print('torch' in forkserver._forkserver._preload_modules)\n")
+    done = subprocess.run([sys.executable, "-c", together], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stdout + done.stderr[-2000:]
 
 
 def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> None:
@@ -373,10 +381,6 @@ def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
             # a source variable is read after the fork (the worker sets its environment first)
             assert isolation._fork_server({**known, "MXGATE_VLLM_SRC": "elsewhere"}, 1) is not None
             assert isolation._fork_server({**known, "PYTHONPATH": "elsewhere"}, 1) is None  # the server's sys.path
-            from multiprocessing import forkserver
-
-            # two workers started together: the server preloads torch for both
-            assert "torch" in forkserver._forkserver._preload_modules
     finally:
         isolation.close_all(backends)
     assert all(b._worker.process is None for b in backends)
