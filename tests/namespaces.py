@@ -4,7 +4,6 @@ patterns, the boundary classes, every bf16 pattern)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -89,19 +88,6 @@ def element_inputs(seed: int) -> np.ndarray:
     return unique_patterns(np.concatenate([strided_patterns(1 << 20, seed), boundary_patterns(), bf16_patterns()]))
 
 
-def _recording(profile: profiles.Profile, reads: set[str]) -> profiles.Profile:
-    """A copy of ``profile`` that adds to ``reads`` the name of every field read from it."""
-    names = {f.name for f in dataclasses.fields(profile)}
-
-    class Recording(type(profile)):
-        def __getattribute__(self, name: str):
-            if name in names:
-                reads.add(name)
-            return object.__getattribute__(self, name)
-
-    return Recording(**{name: getattr(profile, name) for name in names})
-
-
 def profiles_by_behaviour(run: Callable[[profiles.Profile], object]) -> Iterator[tuple[str, object]]:
     """(name, run(profile)) for every registered profile that behaves differently from those before it.
 
@@ -116,6 +102,6 @@ def profiles_by_behaviour(run: Callable[[profiles.Profile], object]) -> Iterator
         if any(all(getattr(p, f) == getattr(q, f) for f in reads) for q, reads in seen):
             continue
         reads: set[str] = set()
-        result = run(_recording(p, reads))
+        result = run(profiles.recording(p, reads))
         seen.append((p, reads))
         yield name, result

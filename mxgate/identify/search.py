@@ -93,6 +93,12 @@ class Inference:
         return sum(f.unexplained for f in self.sides)
 
 
+# Oracle runs kept per op: a candidate that differs from a kept one only in fields that run did
+# not read shares its units (most single-field moves of the search change a field the op never
+# reads). A pool's units take up to ~10 MB each.
+_KEPT_RUNS = 24
+
+
 class Evaluator:
     """Units of the oracle under candidate profiles on one set of cases, against the backend's."""
 
@@ -100,21 +106,27 @@ class Evaluator:
         self.driver, self.cases, self.backend = driver, cases, backend_units
         self._counts: dict[tuple, int] = {}
         self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
-        self.evaluations = 0
+        self.evaluations = 0  # oracle runs
+        self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)
 
     @staticmethod
     def key(p: Profile) -> tuple:
         return tuple(p.semantics().values())
 
-    def units(self, p: Profile) -> np.ndarray | None:
-        """The oracle's units under ``p``, or None where the oracle rejects the profile."""
+    def _run(self, p: Profile) -> np.ndarray | None:
         self.evaluations += 1
         try:
             with np.errstate(all="ignore"):
                 out = self.driver.reference(p, self.cases)
         except (TypeError, ValueError):
             return None
-        return self.driver.units(out, self.cases.shape[0])
+        units = self.driver.units(out, self.cases.shape[0])
+        units.setflags(write=False)  # shared between candidates
+        return units
+
+    def units(self, p: Profile) -> np.ndarray | None:
+        """The oracle's units under ``p``, or None where the oracle rejects the profile."""
+        return self._runs(p)
 
     def wrong(self, p: Profile) -> np.ndarray:
         """The units ``p`` does not explain, the open ones left out."""

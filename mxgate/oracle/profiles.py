@@ -403,6 +403,63 @@ def register(profile: Profile) -> Profile:
     return profile
 
 
+
+# ---- calls memoised by the fields they read ---------------------------------------------------
+
+_RECORDING_CLASSES: dict[type, type] = {}
+
+
+def recording(profile: Profile, reads: set[str]) -> Profile:
+    """A copy of ``profile`` that adds to ``reads`` the name of every field read from it (a copy of
+    a recording copy records into the new set only)."""
+    base = getattr(type(profile), "_recorded_class", type(profile))
+    cls = _RECORDING_CLASSES.get(base)
+    if cls is None:
+        names = frozenset(f.name for f in fields(base))
+
+        def __getattribute__(self, name: str):  # noqa: N807
+            if name in names:
+                try:
+                    object.__getattribute__(self, "_reads").add(name)
+                except AttributeError:  # still in __init__: not a read of the call's
+                    pass
+            return object.__getattribute__(self, name)
+
+        cls = type(f"Recording{base.__name__}", (base,), {"__getattribute__": __getattribute__,
+                                                          "_recorded_class": base})
+        _RECORDING_CLASSES[base] = cls
+    copy = cls(**{f.name: object.__getattribute__(profile, f.name) for f in fields(base)})
+    object.__setattr__(copy, "_reads", reads)
+    return copy
+
+
+class MemoByReads:
+    """``f(profile)`` memoised by the fields its call read.
+
+    A profile equal to an earlier one in every field that the earlier call read gets the earlier
+    result: a deterministic call (its other inputs fixed) whose branches read only those fields
+    runs the same way under both. A call that hashes or compares the profile whole reads every
+    field, so nothing is shared with it. Reads made inside ``f`` reach a recording profile passed
+    in, so memos nest. ``limit`` bounds the results kept (the oldest used is dropped first)."""
+
+    def __init__(self, f, limit: int | None = None) -> None:
+        self._f, self._limit = f, limit
+        self._entries: list[tuple[tuple[tuple[str, object], ...], object]] = []  # most recent last
+
+    def __call__(self, profile: Profile):
+        for i, (values, result) in enumerate(self._entries):
+            if all(getattr(profile, name) == value for name, value in values):
+                self._entries.append(self._entries.pop(i))
+                return result
+        reads: set[str] = set()
+        result = self._f(recording(profile, reads))
+        values = tuple((name, getattr(profile, name)) for name in sorted(reads))  # recorded by an outer memo too
+        self._entries.append((values, result))
+        if self._limit is not None and len(self._entries) > self._limit:
+            self._entries.pop(0)
+        return result
+
+
 # Registered on every import of this module, so the set of names never depends on what else a
 # process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer,
 # triton_kernels' torch reference).

@@ -264,14 +264,13 @@ class _ScaleTable:
         self.threshold = threshold
         self.irregular = (last - first < 0) | (last - first > 1)
         self.any_irregular = bool(self.irregular.any())
-        self.profile = p
         for table in (self.first, self.threshold, self.irregular):
             table.setflags(write=False)
 
 
-@cache
-def _scale_table(p: _profiles.Profile) -> _ScaleTable:
-    return _ScaleTable(p)
+# By the fields the table's construction read, so that profiles differing only in element or
+# FP8 fields share one table (and a recording profile records only those fields).
+_scale_table = _profiles.MemoByReads(_ScaleTable)
 
 
 def e8m0_scale_of_bits(bits: np.ndarray, profile: str | _profiles.Profile = "gfx950", *,

@@ -1,0 +1,54 @@
+"""profiles.recording and MemoByReads: a result is shared only between profiles equal in every
+field the first call read, and reads made inside a nested memo reach the outer one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from mxgate import oracle
+from mxgate.oracle import profiles
+
+BASE = profiles.get("gfx950")
+
+
+def test_recording_names_the_fields_read() -> None:
+    reads: set[str] = set()
+    p = profiles.recording(BASE, reads)
+    assert p.tie == BASE.tie and p.semantics() == BASE.semantics()
+    assert "tie" in reads and "scale_policy" in reads  # semantics() reads every field
+    reads.clear()
+    _ = p.nan
+    assert reads == {"nan"}
+
+
+def test_a_result_is_shared_only_where_the_read_fields_agree() -> None:
+    calls: list[str] = []
+
+    def f(p: profiles.Profile) -> str:
+        calls.append(p.tie)
+        return p.tie
+
+    memo = profiles.MemoByReads(f)
+    assert memo(BASE) == "even"
+    assert memo(replace(BASE, nan="zero")) == "even" and len(calls) == 1  # nan unread: shared
+    assert memo(replace(BASE, tie="away")) == "away" and len(calls) == 2  # tie read: its own run
+
+
+def test_reads_inside_a_nested_memo_reach_the_outer_one() -> None:
+    inner = profiles.MemoByReads(lambda p: p.scale_policy)
+    outer = profiles.MemoByReads(lambda p: inner(p))
+    assert outer(BASE) == BASE.scale_policy
+    other = replace(BASE, scale_policy="floor")
+    assert inner(other) == "floor"  # the inner memo already holds it: the outer must not share BASE's
+    assert outer(other) == "floor"
+
+
+def test_the_scale_table_is_shared_by_profiles_differing_in_element_fields_only() -> None:
+    amax = np.float32([1.0, 5.9, 6.0, 1e-40, 3e38]).view(np.uint32)
+    a = oracle.scales.e8m0_scale_of_bits(amax, replace(BASE, name="t1", tie="away"))
+    b = oracle.scales.e8m0_scale_of_bits(amax, replace(BASE, name="t2", scale_policy="floor"))
+    assert np.array_equal(a, oracle.scales.e8m0_scale_of_bits(amax, BASE))
+    assert np.array_equal(b, oracle.e8m0_scale(amax.view(np.float32), replace(BASE, scale_policy="floor")))
+    assert not np.array_equal(a, b)
