@@ -52,3 +52,13 @@ def test_the_scale_table_is_shared_by_profiles_differing_in_element_fields_only(
     assert np.array_equal(a, oracle.scales.e8m0_scale_of_bits(amax, BASE))
     assert np.array_equal(b, oracle.e8m0_scale(amax.view(np.float32), replace(BASE, scale_policy="floor")))
     assert not np.array_equal(a, b)
+
+
+def test_threads_sharing_one_memo_get_their_own_profiles_result() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    memo = profiles.MemoByReads(lambda p: (p.tie, p.scale_policy), limit=3)
+    variants = [replace(BASE, tie=t, scale_policy=s) for t in ("even", "away", "zero") for s in ("rceil", "floor")]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(memo, variants * 200))
+    assert got == [(p.tie, p.scale_policy) for p in variants * 200]

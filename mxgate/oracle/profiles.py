@@ -13,6 +13,7 @@ without a measurement are data too (``unverified``): the gate admits the other v
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args, get_type_hints
 
@@ -445,8 +446,13 @@ class MemoByReads:
     def __init__(self, f, limit: int | None = None) -> None:
         self._f, self._limit = f, limit
         self._entries: list[tuple[tuple[tuple[str, object], ...], object]] = []  # most recent last
+        self._lock = threading.RLock()  # the oracle's block threads share the scale table's memo
 
     def __call__(self, profile: Profile):
+        with self._lock:
+            return self._call(profile)
+
+    def _call(self, profile: Profile):
         for i, (values, result) in enumerate(self._entries):
             if all(getattr(profile, name) == value for name, value in values):
                 self._entries.append(self._entries.pop(i))
