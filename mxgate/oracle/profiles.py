@@ -404,7 +404,6 @@ def register(profile: Profile) -> Profile:
     return profile
 
 
-
 # ---- calls memoised by the fields they read ---------------------------------------------------
 
 _RECORDING_CLASSES: dict[type, type] = {}
