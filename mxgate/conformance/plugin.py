@@ -595,11 +595,16 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """A test of a backend that failed without recording a fail (the op raised, crashed or hung,
-    or the test itself broke) still gets its fail row, so the matrix and JUnit show the cell."""
+    or the test itself broke) still gets its fail row, so the matrix and JUnit show the cell.
+    The one raise a known finding expects (known_findings.KNOWN_FAULTS) is an expected failure
+    when the run asks for them, as a mismatch of that finding would be."""
     name = _backend_of(item)
+    expected = None
     if call.when in ("setup", "call") and call.excinfo is not None and name is not None:
-        _attach_fault(item, name, call.excinfo.value)
-    yield
+        expected = _attach_fault(item, name, call.excinfo.value)
+    report = (yield).get_result()
+    if expected is not None and report.failed:
+        report.outcome, report.wasxfail = "skipped", f"known finding: {expected}"
 
 
 def _backend_of(item: pytest.Item) -> str | None:
@@ -607,19 +612,26 @@ def _backend_of(item: pytest.Item) -> str | None:
     return callspec.params.get("backend_name") if callspec is not None else None
 
 
-def _attach_fault(item: pytest.Item, name: str, error: BaseException) -> None:
-    from mxgate.kernels.isolation import BackendFault
+def _attach_fault(item: pytest.Item, name: str, error: BaseException) -> str | None:
+    """Record the fault's fail row; the finding when it is the expected raise of an
+    --mxgate-xfail-known run, else None."""
+    from mxgate.kernels.isolation import BackendFault, BackendRaised
 
     if isinstance(error, (pytest.skip.Exception, pytest.xfail.Exception, KeyboardInterrupt)):
-        return
+        return None
     if isinstance(error, pytest.fail.Exception) and _recorded_fail(item):
-        return  # record() already put the verdict in place
+        return None  # record() already put the verdict in place
     if isinstance(error, BackendFault):
         op, reason = error.op, error.cause
     else:
         op, reason = _op_of(item), f"the conformance test broke: {type(error).__name__}: {error}"
     known = known_findings.finding(name, op, item.config.getoption("--device"))
-    _attach(item, name, op, _config_of(item), Verdict(FAIL, " ".join(reason.split())), None, None, known=known)
+    expected = None
+    if isinstance(error, BackendRaised) and item.config.getoption("--mxgate-xfail-known"):
+        expected = known_findings.expected_fault(name, op, error.type_name, error.message)
+    _attach(item, name, op, _config_of(item), Verdict(FAIL, " ".join(reason.split())), None, None, known=known,
+            expected=expected is not None)
+    return expected
 
 
 def _recorded_fail(item: pytest.Item) -> bool:
