@@ -67,7 +67,7 @@ def _readme_failing_cells() -> list[tuple[str, str]]:
     """The cells of the README run that fail against their documented profiles (known findings)."""
     expected = [("torchao-mx-rceil", "mx.quantize"), ("triton-mxfp", "e2m1.encode")]
     if importlib.util.find_spec("onnx") is not None:
-        expected.insert(0, ("onnx-reference", "e2m1.encode"))
+        expected[:0] = [("onnx-quantizelinear", "e2m1.encode"), ("onnx-reference", "e2m1.encode")]
     return expected
 
 
@@ -265,7 +265,7 @@ def test_ops_a_platform_cannot_run_are_not_supported_here(monkeypatch: pytest.Mo
 @in_readme_runs
 def test_the_readme_check_on_the_cpu_backends(readme_run: Run, readme_run_xfail_known: Run) -> None:
     """README 'Start here': every available CPU backend; the fails are the documented findings of
-    triton-mxfp, torchao RCEIL and (where onnx is installed) ONNX's reference."""
+    triton-mxfp, torchao RCEIL and (where onnx is installed) ONNX's reference Cast and QuantizeLinear."""
     assert readme_run.done.returncode == outcome.EXIT_FAIL, readme_run.done.stdout[-3000:]
     cells = _cells(readme_run.where / "m.json")
     failing = sorted(key for key, c in cells.items() if c["verdict"] == "fail")

@@ -74,6 +74,10 @@ KNOWN_FINDINGS.update({
     ("onnx-reference", OpName.E2M1_ENCODE): (
         "onnx 1.23's reference Cast to FLOAT4E2M1 goes through ml_dtypes: +qNaN gives 0x8 and -qNaN 0x0, where ONNX's "
         "spec (technical/float4.md: NaN -> 6) and its earlier reference give 0x7; docs/findings/peers.md"),
+    ("onnx-quantizelinear", OpName.E2M1_ENCODE): (
+        "onnx 1.23's reference QuantizeLinear to FLOAT4E2M1 (scale 1.0, zero point 0) casts x / scale + zero_point "
+        "through ml_dtypes as its Cast does: +qNaN gives 0x8 and -qNaN 0x0, where ONNX's spec (technical/float4.md: "
+        "NaN -> 6) gives 0x7; docs/findings/peers.md"),
 })
 
 # triton_kernels' downcast_to_mxfp_torch (docs/findings/peers.md), one backend per rounding mode.

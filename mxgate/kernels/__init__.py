@@ -46,6 +46,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "torchao-mx-rceil": ("mxgate.kernels.peers", "TorchaoMxBackend", {"mode": "rceil"}),
     "microxcaling": ("mxgate.kernels.peers", "MicroxcalingBackend", {}),
     "onnx-reference": ("mxgate.kernels.peers", "OnnxReferenceBackend", {}),
+    "onnx-quantizelinear": ("mxgate.kernels.peers", "OnnxQuantizeLinearBackend", {}),
     "deepgemm-reference": ("mxgate.kernels.deepgemm_reference", "DeepGemmReferenceBackend", {}),
     "triton-kernels-round-up": ("mxgate.kernels.triton_kernels_reference", "TritonKernelsReferenceBackend",
                                 {"mode": "round_up"}),

@@ -8,6 +8,7 @@
   torch path, ``fp4_e2m1``, block 32, round "nearest") from a checkout named by
   ``MXGATE_MICROXCALING_SRC``, loaded without its package ``__init__`` (mxgate.kernels.sources).
 * ``onnx-reference``: ONNX's reference ``Cast`` (``onnx.reference``) where onnx is installed.
+* ``onnx-quantizelinear``: ONNX's reference ``QuantizeLinear`` with scale 1.0 and zero point 0, likewise.
 
 What each peer does and where it is wrong: docs/findings/peers.md.
 """
@@ -117,39 +118,66 @@ class TorchaoMxBackend(Backend):
         }
 
 
-# ---- ONNX reference Cast ---------------------------------------------------------------------------
+# ---- ONNX reference Cast and QuantizeLinear --------------------------------------------------------
+
+
+def _onnx_node_bytes(x: np.ndarray, node_type: str, to_name: str) -> np.ndarray:
+    """The bytes of one ONNX node (opset 23) run by onnx.reference's ReferenceEvaluator on float32
+    ``x``: ``Cast`` to ``to_name``, or ``QuantizeLinear`` to that type with scale 1.0 and zero point 0
+    (so that it is an encoder like Cast, and any difference is QuantizeLinear's own arithmetic).
+    saturate=1 on both (QuantizeLinear's reference reads it for float8 outputs only)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    to = getattr(TensorProto, to_name)
+    x32 = np.ascontiguousarray(x, np.float32)
+    if node_type == "Cast":
+        node = helper.make_node("Cast", ["x"], ["y"], to=to, saturate=1)
+        initializers = []
+    elif node_type == "QuantizeLinear":
+        node = helper.make_node("QuantizeLinear", ["x", "scale", "zero_point"], ["y"], saturate=1)
+        # scalars: per-tensor quantization; the zero point's type is the output type
+        initializers = [helper.make_tensor("scale", TensorProto.FLOAT, [], [1.0]),
+                        helper.make_tensor("zero_point", to, [], [0.0])]
+    else:
+        raise ValueError(f"node_type must be 'Cast' or 'QuantizeLinear'; got {node_type!r}")
+    graph = helper.make_graph([node], node_type.lower(), [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", to, None)], initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    with np.errstate(invalid="ignore"):  # a signalling NaN input raises the flag in QuantizeLinear's x / scale
+        y = ReferenceEvaluator(model).run(None, {"x": x32.ravel()})[0]
+    return np.asarray(y).view(np.uint8).reshape(x32.shape)
 
 
 class OnnxReferenceBackend(Backend):
-    description = "onnx.reference ReferenceEvaluator Cast to FLOAT4E2M1 and FLOAT8E4M3FN(UZ), saturate=1 (opset 23)"
+    description = "onnx.reference ReferenceEvaluator Cast to FLOAT4E2M1 and FLOAT8E4M3FN, saturate=1 (opset 23)"
+    node_type = "Cast"
+    profile = "onnx"
 
     def available(self) -> Availability:
         if self.device != "cpu":
             return Availability(False, "ONNX's reference evaluator runs on the CPU only")
         return requires("onnx")
 
-    @staticmethod
-    def _cast(to_name: str) -> Any:
-        def run(x: np.ndarray) -> np.ndarray:
-            from onnx import TensorProto, helper
-            from onnx.reference import ReferenceEvaluator
-
-            to = getattr(TensorProto, to_name)
-            x32 = np.ascontiguousarray(x, np.float32)
-            node = helper.make_node("Cast", ["x"], ["y"], to=to, saturate=1)
-            graph = helper.make_graph([node], "cast", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-                                      [helper.make_tensor_value_info("y", to, None)])
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
-            y = ReferenceEvaluator(model).run(None, {"x": x32.ravel()})[0]
-            return np.asarray(y).view(np.uint8).reshape(x32.shape)
-
-        return run
+    def _encoder(self, to_name: str) -> Callable[[np.ndarray], np.ndarray]:
+        node_type = self.node_type
+        return lambda x: _onnx_node_bytes(x, node_type, to_name)
 
     def ops(self) -> dict[str, Op]:
         return {
-            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, "onnx", self._cast("FLOAT4E2M1")),
-            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, "onnx", self._cast("FLOAT8E4M3FN")),
+            OpName.E2M1_ENCODE: Op(OpName.E2M1_ENCODE, self.profile, self._encoder("FLOAT4E2M1")),
+            OpName.E4M3FN_ENCODE: Op(OpName.E4M3FN_ENCODE, self.profile, self._encoder("FLOAT8E4M3FN")),
         }
+
+
+class OnnxQuantizeLinearBackend(OnnxReferenceBackend):
+    """QuantizeLinear as an encoder: x / 1.0, then for FLOAT4E2M1 ``+ zero_point`` (which turns -0.0
+    into +0) and ml_dtypes' cast; for float8 the reference adds no zero point, so it is Cast's bytes."""
+
+    description = ("onnx.reference ReferenceEvaluator QuantizeLinear to FLOAT4E2M1 and FLOAT8E4M3FN, scale 1.0, "
+                   "zero point 0, saturate=1 (opset 23)")
+    node_type = "QuantizeLinear"
+    profile = "onnx-quantizelinear"
 
 
 # ---- microxcaling ----------------------------------------------------------------------------------

@@ -469,3 +469,19 @@ class MemoByReads:
 # process imported (AITER's Triton quantizers and references, vLLM PR #42908's ROCm quantizer,
 # triton_kernels' torch reference).
 from mxgate.oracle import profiles_aiter, profiles_triton, profiles_vllm  # noqa: E402,F401
+
+# ONNX's QuantizeLinear to FLOAT4E2M1 (scale 1.0, zero point 0): the Cast rule applied to
+# x / scale + zero_point, where -0.0 + 0 is +0. Registered after the base table, so the golden
+# vectors carry no result for it.
+register(replace(
+    _PROFILES["onnx"],
+    name="onnx-quantizelinear",
+    shipped_by="ONNX QuantizeLinear to FLOAT4E2M1 / FLOAT8E4M3FN with scale 1.0, zero point 0, saturate=1 "
+               "(the onnx profile's Cast rule applied to x / scale + zero_point)",
+    zero_sign="if_negative",  # microxcaling's value: -0.0 gives 0x0, a negative that rounds to zero 0x8
+    notes="E2M1: x / 1.0 + 0 turns -0.0 into +0 before the Cast rule (0x0 where Cast gives 0x8); -1e-3 keeps its "
+          "sign (0x8); otherwise onnx's rule: ties to even, |x| > 6 and +-Inf to +-6, NaN to 6 (0x7). FLOAT8E4M3FN: "
+          "the reference adds no zero point, so Cast's bytes (-0.0 gives 0x80).",
+    evidence="measured: onnx 1.23.2's reference QuantizeLinear on all 2^32 float32 inputs to both types (the E2M1 "
+             "NaN codes aside, a known finding), docs/findings/peers.md",
+))
