@@ -40,7 +40,7 @@ bytes elsewhere; without ``out`` the buffer starts as -inf.
 
 Namespaces: NumPy arrays are scored on the host (float32 BLAS dots, threads); torch tensors
 (every tensor argument on one device) are scored on their device with the same rules and the
-same bits, the result fields tensors there. The cells of the exact Python-integer path, and
+same bits, the result fields tensors there. The cells of the exact (integer) path, and
 any cell whose float32 qk or emulated result on the device is not finite (where a device's NaN
 rules could differ from x86's), are scored on the host by the same code, in the host's own
 chunks (NumPy's NaN payloads depend on the shapes), and put in place.
@@ -317,8 +317,10 @@ def _prefill_call(q_fp4: object, q_scale: object, kv_cache: object, kv_scale: ob
 # The emulated order then rounds and sums in float32 exactly as SPEC section 7 states; the
 # value sums relu(q') * mantissa(w) * 2^(...) over heads with exact integers
 # (arithmetic.weighted_sum_f64) and rounds once to float64.
-# Slow path (wider spans, 0xFF scale bytes, non-finite weights, or on request): Python integers
-# and fractions per cell, the same semantics; it doubles as an independent model in the tests.
+# Slow path (wider spans, 0xFF scale bytes, non-finite weights, or on request): the same
+# semantics in exact integers per cell-head (two-limb int64, Python integers past its bound) and
+# one correctly rounded digit sum for the value; its reference form (_slow_cells with exact=True:
+# Python integers and fractions throughout) doubles as an independent model in the tests.
 
 STEP_GROUPS = TILE_K // GROUP  # groups per MFMA K step
 I_MAX = GROUP * 12 * 12  # largest |I_g|: 32 products of two values in [-12, 12]
@@ -682,47 +684,44 @@ class _Patch:
     bound: np.ndarray  # float64 [n]
 
 
-def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: Options) -> _Patch:
-    """Exact evaluation of the listed (local row, local token) cells with Python integers
-    (object arrays, vectorised over cells and heads): any exponent span, 0xFF bytes (IEEE
-    float64 with the decoded NaN / Inf scales) and non-finite weights."""
+def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: Options,
+                exact: bool = False) -> _Patch:
+    """Exact evaluation of the listed (local row, local token) cells, vectorised over cells and
+    heads: any exponent span, 0xFF bytes (IEEE float64 with the decoded NaN / Inf scales) and
+    non-finite weights. The head sums run in two-limb int64 integers where a bit bound allows
+    (_head_sums), the value through one digit accumulator (arithmetic.dyadic_sum_f64); ``exact``
+    takes the reference path instead: Python integers and fractions per cell-head, as before
+    _head_sums existed. The same bits either way."""
     p = opts.profile
     H, G, D, k_tiles = grp.H, grp.G, grp.D, grp.k_tiles
     n = len(cells)
     r_idx, t_idx = cells[:, 0], cells[:, 1]
-    nq = grp.nq_int[r_idx].astype(np.int64)  # [n, H, D]
-    nk = TWO_E2M1[grp.k_codes[lo + t_idx]].astype(np.int64)  # [n, D]
-    prod = (nq * nk[:, None, :]).reshape(n, H, G, GROUP)
-    I_raw = prod.sum(axis=3)  # [n, H, G] exact integers
-    J = np.abs(prod).sum(axis=3)
+    dots = _cell_dots_exact if exact else _cell_dots
+    I_raw, J = dots(grp, r_idx, lo + t_idx, opts.bound_model == ANY_ORDER)  # [n, H, G] exact integers
     qb = grp.eq[r_idx]  # [n, H, G]
     kb = np.broadcast_to(ek[t_idx][:, None, :], qb.shape)
     special = (qb == 0xFF) | (kb == 0xFF)
     zero = ((qb == 0) | (kb == 0)) if p.byte0 == "zero" else np.zeros(qb.shape, bool)
     I = np.where(zero | special, 0, I_raw)
-    J = np.where(zero | special, 0, J)
     E = qb + kb - 256  # group g contributes I * 2^E
     big = np.int64(1 << 30)
     emin = np.where(I != 0, E, big).min(axis=2)
     emin = np.where(emin == big, 0, emin)  # [n, H]
     sh = np.where(I != 0, E - emin[..., None], 0)
-    terms = I.astype(object) << sh.astype(object)  # exact Python integers
-    num = terms.sum(axis=2)  # qk = num * 2^emin, exact
-    pos = np.array(num > 0, dtype=bool)
+    sums = (_head_sums_exact if exact else _head_sums)(I.reshape(n * H, G), sh.reshape(n * H, G), emin.ravel(),
+                                                       k_tiles, opts.qk_accum == KSTEPS)
+    pos = sums.pos.reshape(n, H)  # qk > 0
     # ---- emulated float32 qk
     if opts.qk_accum == GROUPS:
         acc = np.zeros((n, H), dtype=np.float32)
         for g in range(G):
             acc += (I[:, :, g] * pow2_f64(np.clip(E[:, :, g], -1022, 1023))).astype(np.float32)
     else:
-        acc = np.empty((n, H), dtype=np.float32)
-        for i in range(n):  # scalar roundings: one call per (cell, head)
-            for h in range(H):
-                acc[i, h] = _ksteps_f32(terms[i, h], int(emin[i, h]), k_tiles)
+        acc = sums.ksteps.reshape(n, H)
     qk32 = acc + np.float32(0.0)
     # ---- IEEE path for 0xFF bytes
     spec_h = special.any(axis=2)
-    q64 = np.array([[_ratio_f64(int(a), int(e)) for a, e in zip(rn, re)] for rn, re in zip(num, emin)]).reshape(n, H)
+    q64 = sums.q64.reshape(n, H)
     if spec_h.any():
         dq, dk = _decoded(qb, p), _decoded(kb, p)
         with np.errstate(all="ignore"):
@@ -732,23 +731,27 @@ def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: O
     # ---- exact value
     mw, fw = grp.mw[r_idx], grp.fw[r_idx]  # [n, H]
     live = pos & (mw != 0)
-    ex = emin + fw
-    base = np.where(live, ex, big).min(axis=1)
-    base = np.where(base == big, 0, base)
-    ynum = np.where(live, (num * mw.astype(object)) << np.where(live, ex - base[:, None], 0).astype(object), 0).sum(axis=1)
     ws = float(grp.ws)
-    value = np.array([ws * _ratio_f64(int(a), int(e), correct=True) for a, e in zip(ynum, base)])
+    if exact:
+        num = sums.num.reshape(n, H)  # qk = num * 2^emin
+        ex = emin + fw
+        base = np.where(live, ex, big).min(axis=1)
+        base = np.where(base == big, 0, base)
+        ynum = np.where(live, (num * mw.astype(object)) << np.where(live, ex - base[:, None], 0).astype(object),
+                        0).sum(axis=1)
+        value = np.array([ws * _ratio_f64(int(a), int(e), correct=True) for a, e in zip(ynum, base)])
+    else:  # the same sum term by term: I_g * mw at 2^(E_g + fw), |I_g * mw| <= 4608 * 255 < 2^21
+        terms = np.where(live[..., None], I * mw[..., None], 0).reshape(n, H * G)
+        value = ws * ar.dyadic_sum_f64(terms, (E + fw[..., None]).reshape(n, H * G))
     # ---- bound
     P2 = pow2_f64(np.clip(E, -1022, 1023))
     gabs = (np.abs(I) * P2).sum(axis=2)
-    dabs = (J * P2).sum(axis=2)
+    dabs = None if J is None else (np.where(zero | special, 0, J) * P2).sum(axis=2)  # any-order only
     tabs = None
     if k_tiles > 1:
         tabs = np.zeros((n, H))
         for kt in range(k_tiles):
-            tnum = terms[:, :, STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)].sum(axis=2)
-            tabs += np.abs(np.array([[_ratio_f64(int(a), int(e)) for a, e in zip(rn, re)]
-                                     for rn, re in zip(tnum, emin)]).reshape(n, H))
+            tabs += np.abs(sums.tiles[kt].reshape(n, H))
     delta = ar.qk_delta(opts.bound_model, qk_abs=np.abs(q64), group_abs=gabs, groups=G, tile_abs=tabs,
                         k_tiles=k_tiles, dim_abs=dabs, head_dim=D)
     r = np.where(pos, q64, 0.0)
@@ -764,6 +767,35 @@ def _slow_cells(grp: _Group, cells: np.ndarray, lo: int, ek: np.ndarray, opts: O
         value = np.where(bad, naive, value)
         bound = np.where(bad, np.inf, bound)
     return _Patch(r_idx, t_idx, qk32, value, bound)
+
+
+def _cell_dots_exact(grp: _Group, r_idx: np.ndarray, tok: np.ndarray,
+                     with_abs: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """I_g = sum_d nq k and, ``with_abs``, J_g = sum_d |nq k| of the (row, chunk token) cells,
+    int64 [n, H, G], from int64 products per cell (the reference path)."""
+    nq = grp.nq_int[r_idx].astype(np.int64)  # [n, H, D]
+    nk = TWO_E2M1[grp.k_codes[tok]].astype(np.int64)  # [n, D]
+    prod = (nq * nk[:, None, :]).reshape(len(r_idx), grp.H, grp.G, GROUP)
+    return prod.sum(axis=3), (np.abs(prod).sum(axis=3) if with_abs else None)
+
+
+def _cell_dots(grp: _Group, r_idx: np.ndarray, tok: np.ndarray,
+               with_abs: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """_cell_dots_exact (J only ``with_abs``) from float32 matmuls over the cells' distinct rows
+    and tokens: every product and partial sum is an integer below 2^24 (see _Group._dot), exact
+    in any order. C-ordered int64 like the reference, so the float sums over groups that follow
+    see the same layout."""
+    rows, ri = np.unique(r_idx, return_inverse=True)
+    toks, ti = np.unique(tok, return_inverse=True)
+    H, G = grp.H, grp.G
+    q = np.moveaxis(grp.nq_int[rows].reshape(rows.size, H, G, GROUP), 2, 0).reshape(G, rows.size * H, GROUP)
+    k = TWO_E2M1[grp.k_codes[toks]].reshape(toks.size, G, GROUP)
+
+    def per_cell(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.stack([np.matmul(a[g], b[:, g].T).reshape(rows.size, H, toks.size)[ri, :, ti] for g in range(G)],
+                        axis=-1).astype(np.int64)
+
+    return per_cell(q, k), (per_cell(np.abs(q), np.abs(k)) if with_abs else None)
 
 
 def _decoded(e: np.ndarray, p: _profiles.Profile) -> np.ndarray:
@@ -800,4 +832,140 @@ def _ksteps_f32(group_terms: np.ndarray, emin: int, k_tiles: int) -> np.float32:
         m, e = int(m[0]), int(e[0])
         lo = min(e, emin)
         acc = f32_nearest((m << (e - lo)) + (dot << (emin - lo)), lo)
+    return acc
+
+
+@dataclass
+class _HeadSums:
+    """Per cell-head of _slow_cells, from its group integers (qk = sum_g (I_g << sh_g) * 2^emin)."""
+
+    pos: np.ndarray  # bool [m]: num > 0, where num = sum_g I_g << sh_g
+    q64: np.ndarray  # float64 [m]: _ratio_f64(num, emin)
+    ksteps: np.ndarray | None  # float32 [m]: _ksteps_f32 (qk_accum fp32-ksteps only)
+    tiles: np.ndarray | None  # float64 [k_tiles, m]: _ratio_f64 of each 128-dim step (k_tiles > 1 only)
+    num: np.ndarray | None = None  # object [m]: num in Python integers (_head_sums_exact only)
+
+
+def _head_sums_exact(I: np.ndarray, sh: np.ndarray, emin: np.ndarray, k_tiles: int, ksteps: bool) -> _HeadSums:
+    """The head sums of I, sh [m, G], emin [m] in Python integers with scalar roundings: any span."""
+    terms = I.astype(object) << sh.astype(object)  # exact Python integers
+    num = terms.sum(axis=1)
+    q64 = np.array([_ratio_f64(int(a), int(e)) for a, e in zip(num, emin)], dtype=np.float64)
+    acc = np.array([_ksteps_f32(t, int(e), k_tiles) for t, e in zip(terms, emin)], dtype=np.float32) if ksteps else None
+    tiles = None
+    if k_tiles > 1:
+        tiles = np.array([[_ratio_f64(int(a), int(e)) for a, e in
+                           zip(terms[:, STEP_GROUPS * kt:STEP_GROUPS * (kt + 1)].sum(axis=1), emin)]
+                          for kt in range(k_tiles)], dtype=np.float64).reshape(k_tiles, len(emin))
+    return _HeadSums(np.array(num > 0, dtype=bool), q64, acc, tiles, num)
+
+
+# Two-limb integers (hi, lo) = hi * 2^LIMB + lo with 0 <= lo < 2^LIMB and hi an int64: the head
+# sums of _head_sums, exact in vectorised int64 arithmetic.
+LIMB = 56  # low-limb bits: up to 2^7 low limbs add in int64 before their carry moves up
+PAIR_BITS = 116  # _head_sums' values stay below 2^PAIR_BITS, their sums of two below 2^(PAIR_BITS + 1): |hi| < 2^61
+
+Pair = tuple[np.ndarray, np.ndarray]
+
+
+def _head_sums(I: np.ndarray, sh: np.ndarray, emin: np.ndarray, k_tiles: int, ksteps: bool) -> _HeadSums:
+    """_head_sums_exact in two-limb integers, vectorised, for every cell-head whose sums fit; the
+    others (decided from the bound alone) through _head_sums_exact. With span = max_g sh, every
+    partial sum of the terms is below Sigma = G * I_MAX * 2^span < 2^(bits(G * I_MAX) + span),
+    admitted up to 2^(PAIR_BITS - 1). A K-step accumulator gains at most u |x| + 2^-150 per
+    rounding (u = 2^-24), and 2^-150 is at most 2^106 units of 2^emin (emin >= -256): it stays
+    below 2^PAIR_BITS for the k_tiles of any real head_dim."""
+    G = I.shape[1]
+    wide = sh.max(axis=1, initial=0) + (G * I_MAX).bit_length() > PAIR_BITS - 1
+    hi, lo = _pair(I, np.where(wide[:, None], 0, sh))  # wide heads: placeholders, replaced below
+    steps = [_carried(hi[:, g:g + STEP_GROUPS].sum(axis=1), lo[:, g:g + STEP_GROUPS].sum(axis=1))  # lo < 2^58
+             for g in range(0, G, STEP_GROUPS)]
+    num = steps[0]
+    for step in steps[1:]:
+        num = _carried(num[0] + step[0], num[1] + step[1])
+    res = _HeadSums((num[0] > 0) | ((num[0] == 0) & (num[1] > 0)), _trunc60_f64(num, emin),
+                    _ksteps_pairs(steps, emin) if ksteps else None,
+                    np.stack([_trunc60_f64(step, emin) for step in steps]) if k_tiles > 1 else None)
+    if wide.any():
+        w = np.flatnonzero(wide)
+        ex = _head_sums_exact(I[w], sh[w], emin[w], k_tiles, ksteps)
+        res.pos[w], res.q64[w] = ex.pos, ex.q64
+        if ksteps:
+            res.ksteps[w] = ex.ksteps
+        if k_tiles > 1:
+            res.tiles[:, w] = ex.tiles
+    return res
+
+
+def _pair(m: np.ndarray, s: np.ndarray) -> Pair:
+    """m * 2^s for int64 |m| < 2^24, s >= 0, the result below 2^(LIMB + 62): hi = floor(v / 2^LIMB)
+    (an arithmetic shift floors), lo = v mod 2^LIMB, the low bits of a uint64 shift (which wraps
+    modulo 2^64, a multiple of 2^LIMB; a shift by LIMB or more leaves none)."""
+    hi = np.where(s < LIMB, m >> np.maximum(LIMB - s, 0), m * (1 << np.maximum(s - LIMB, 0)))
+    lo = (m.astype(np.uint64) << np.minimum(s, 63).astype(np.uint64)) & np.uint64((1 << LIMB) - 1)
+    return hi, lo.astype(np.int64)
+
+
+def _carried(hi: np.ndarray, lo: np.ndarray) -> Pair:
+    """(hi, lo) with 0 <= lo < 2^63 brought back to lo < 2^LIMB."""
+    return hi + (lo >> LIMB), lo & ((1 << LIMB) - 1)
+
+
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """int.bit_length of int64 x >= 0: float64(x) rounds up at most to the next power of two, so
+    its frexp exponent is the bit length or one more, told apart by one shift."""
+    e = np.frexp(x.astype(np.float64))[1].astype(np.int64)
+    return e - ((x > 0) & ((x >> np.maximum(e - 1, 0)) == 0))
+
+
+def _top_bits(p: Pair, keep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(v < 0, q, k, r != 0) where |v| = q * 2^k + r, 0 <= r < 2^k, k = max(0, bit_length(|v|) - keep),
+    for keep <= 62 and |hi| < 2^62 (so k - LIMB <= 62)."""
+    hi, lo = p
+    neg = hi < 0
+    borrow = neg & (lo > 0)  # -v = (-hi - 1) * 2^LIMB + (2^LIMB - lo)
+    mh = np.where(neg, -hi - borrow, hi)
+    ml = np.where(borrow, (1 << LIMB) - lo, lo)
+    k = np.maximum(np.where(mh > 0, _bit_length(mh) + LIMB, _bit_length(ml)) - keep, 0)
+    low = k < LIMB
+    kl, kh = np.where(low, k, 0), np.where(low, 0, k - LIMB)
+    # k < LIMB: the quotient joins mh's bits above ml's, bits(q) <= keep; else only mh's bits remain
+    q = np.where(low, (mh << np.where(low, LIMB - k, 0)) | (ml >> kl), mh >> kh)
+    rest = np.where(low, ml & ((1 << kl) - 1), (mh & ((1 << kh) - 1)) | ml)
+    return neg, q, k, rest != 0
+
+
+def _trunc60_f64(p: Pair, e: np.ndarray) -> np.ndarray:
+    """_ratio_f64(v, e) (not ``correct``): |v| truncated to 60 bits, then one int64 -> float64
+    conversion, nearest-even like Python's float(int); the scaling by 2^(e + k) is exact, since
+    e >= -256 and |v| < 2^PAIR_BITS keep the result a normal float64."""
+    neg, q, k, _ = _top_bits(p, 60)
+    f = q.astype(np.float64)
+    return np.where(neg, -f, f) * pow2_f64(e + k)
+
+
+def _f32_of(p: Pair, e: np.ndarray) -> np.ndarray:
+    """f32_nearest(v, e). Up to 53 bits |v| converts to float64 exactly; a longer one is rounded
+    to odd at 53 bits (truncated, the last bit set if any dropped bit was): float32 keeps at most
+    24 bits, so its rounding grid and half-way points lie on multiples of 2^(k + 2) or coarser,
+    and the odd last bit falls on the same side of each as the dropped bits. Scaling by 2^(e + k)
+    is exact (a normal float64); the float64 -> float32 cast is the one rounding, nearest-even,
+    to subnormals and to inf alike."""
+    neg, q, k, sticky = _top_bits(p, 53)
+    f = (q | sticky).astype(np.float64) * pow2_f64(e + k)
+    with np.errstate(over="ignore"):
+        return np.where(neg, -f, f).astype(np.float32)
+
+
+def _ksteps_pairs(steps: list[Pair], emin: np.ndarray) -> np.ndarray:
+    """_ksteps_f32 for two-limb step sums on the 2^emin grid (bounded as in _head_sums). Every
+    finite accumulator is a multiple of 2^emin (its inputs are, and a rounding keeps a coarser
+    grid), so acc / 2^emin is an exact integer and acc + step an exact sum, rounded once; a
+    non-finite accumulator reads as 0, as f32_parts gives it to _ksteps_f32."""
+    acc = _f32_of(steps[0], emin)
+    for step in steps[1:]:
+        m, e, _ = f32_parts(acc)
+        d = np.where(m == 0, 0, e - emin)
+        hi, lo = _pair(m >> np.clip(-d, 0, 63), np.maximum(d, 0))  # d < 0: the shift drops zeros only
+        acc = _f32_of(_carried(hi + step[0], lo + step[1]), emin)
     return acc

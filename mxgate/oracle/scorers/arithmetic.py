@@ -146,6 +146,31 @@ def _round_limbs(acc: Any) -> Any:
     return xp.astype(top, xp.float64) * pow2_f64(low * LIMB_BITS)
 
 
+def dyadic_sum_f64(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """RN_float64( sum_k v[r, k] * 2**x[r, k] ) per row, rounded once. -> float64 [R] (NumPy).
+
+    v: int64 [R, K] with bits(max |v|) + 3 + bits(K) <= 53; x: int64 [R, K], the nonzero result
+    a normal float64. The digit array of weighted_sum_f64 filled in one pass: a term with
+    exponent s above its row's smallest goes, shifted by s % 4, into digit s // 4; np.bincount
+    adds each digit's terms in float64, exactly (integers, |partial sums| < K * 2**(bits + 3)
+    <= 2**53, so in any order), and _round_limbs rounds once.
+    """
+    R, K = v.shape
+    v_bits = int(np.abs(v).max(initial=0)).bit_length()
+    if v_bits + LIMB_BITS - 1 + K.bit_length() > 53:
+        raise ValueError(f"dyadic_sum_f64: {K} terms of {v_bits} bits could round in float64")
+    live = v != 0
+    base = np.where(live, x, _INT64_MAX).min(axis=1, initial=_INT64_MAX)
+    base = np.where(base == _INT64_MAX, 0, base)  # [R]
+    s = np.where(live, x - base[:, None], 0)
+    # digits for every term, and for the sum (log2(K) bits more) with its sign on top
+    n_limbs = (int(s.max(initial=0)) + v_bits + K.bit_length()) // LIMB_BITS + 2
+    slot = np.arange(R)[:, None] * n_limbs + s // LIMB_BITS
+    digits = np.bincount(slot.ravel(), weights=(v * (1 << s % LIMB_BITS)).ravel().astype(np.float64),
+                         minlength=R * n_limbs)
+    return _round_limbs(digits.astype(np.int64).reshape(R, n_limbs, 1))[:, 0] * pow2_f64(base)
+
+
 def add_round_f32(x: Any, y: Any) -> Any:
     """fl32(x + y), one rounding, for float64 x, y whose values are exact.
 
