@@ -251,20 +251,16 @@ def test_pair_is_the_shifted_integer() -> None:
     assert [(int(h) << A.LIMB) + int(low) for h, low in zip(hi, lo)] == [int(a) << int(b) for a, b in zip(m, s)]
 
 
-def test_f32_of_is_f32_nearest() -> None:
-    rng = np.random.Generator(np.random.PCG64(1))
+@pytest.mark.parametrize("seed, fast, exact, dtype", [
+    (1, "_f32_of", lambda a, e: ar.f32_nearest(a, e), np.float32),  # the float32 qk
+    (2, "_trunc60_f64", lambda a, e: A._ratio_f64(a, e), np.float64),  # the float64 q64
+], ids=["f32_of-is-f32_nearest", "trunc60_f64-is-ratio_f64"])
+def test_pair_rounding_is_the_python_integer_rounding(seed: int, fast: str, exact, dtype) -> None:
+    rng = np.random.Generator(np.random.PCG64(seed))
     num = boundary_ints(rng, A.PAIR_BITS, 20000)
     e = exponents(rng, len(num))
-    want = np.array([ar.f32_nearest(a, int(b)) for a, b in zip(num, e)], dtype=np.float32)
-    assert_bits(want, A._f32_of(pairs(num), e), "_f32_of")
-
-
-def test_trunc60_f64_is_ratio_f64() -> None:
-    rng = np.random.Generator(np.random.PCG64(2))
-    num = boundary_ints(rng, A.PAIR_BITS, 20000)
-    e = exponents(rng, len(num))
-    want = np.array([A._ratio_f64(a, int(b)) for a, b in zip(num, e)], dtype=np.float64)
-    assert_bits(want, A._trunc60_f64(pairs(num), e), "_trunc60_f64")
+    want = np.array([exact(a, int(b)) for a, b in zip(num, e)], dtype=dtype)
+    assert_bits(want, getattr(A, fast)(pairs(num), e), fast)
 
 
 @pytest.mark.parametrize("k_tiles", [2, 3, 4])
