@@ -303,3 +303,19 @@ def test_dyadic_sum_f64_is_the_rounded_fraction() -> None:
 def test_dyadic_sum_f64_refuses_terms_too_wide() -> None:
     with pytest.raises(ValueError, match="could round"):
         ar.dyadic_sum_f64(np.full((1, 4), 1 << 48, dtype=np.int64), np.zeros((1, 4), dtype=np.int64))
+
+
+@pytest.mark.parametrize("head_dim", [256, 512])
+def test_an_overflowed_k_step_accumulator_stays_infinite_on_both_paths(head_dim: int) -> None:
+    """Every scale byte 0xFE: the first 128-dim step overflows the float32 accumulator. A float32
+    sum keeps it +-inf whatever the later steps add; the exact path once read it as 0 (2 of 104
+    logits differed between the paths, NaN against -inf, for head_dim 256)."""
+    case = lc.fp4_decode_case(5, 2, 70, 1, 16, head_dim=head_dim, spread=0, shape4d=False)
+    kw = {**case.kwargs, "q_scale": np.full(case.kwargs["q_scale"].shape, 0xFE, np.uint8),
+          "kv_scale": np.full(case.kwargs["kv_scale"].shape, 0xFE, np.uint8)}
+    fast = scorers.pa_mqa_logits_fp4_scored(**kw, qk_accum="fp32-ksteps")
+    slow = score("decode", kw, qk_accum="fp32-ksteps")
+    assert (~np.isfinite(fast.emulated[fast.window])).any()  # the case does overflow
+    assert_bits(fast.emulated[fast.window], slow.emulated[slow.window], "emulated, float path vs exact path")
+    grp_terms = np.array([1 << 140, 0], dtype=object)  # one step far past float32, then a zero step
+    assert A._ksteps_f32(np.concatenate([grp_terms, [0, 0], [0] * 4]), 0, 2) == np.float32(np.inf)

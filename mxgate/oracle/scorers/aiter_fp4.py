@@ -828,6 +828,8 @@ def _ksteps_f32(group_terms: np.ndarray, emin: int, k_tiles: int) -> np.float32:
         if acc is None:
             acc = f32_nearest(dot, emin)
             continue
+        if not math.isfinite(acc):  # an overflowed accumulator stays +-inf: inf + a finite step
+            continue
         m, e, _ = f32_parts(np.array([acc], dtype=np.float32))
         m, e = int(m[0]), int(e[0])
         lo = min(e, emin)
@@ -960,12 +962,12 @@ def _f32_of(p: Pair, e: np.ndarray) -> np.ndarray:
 def _ksteps_pairs(steps: list[Pair], emin: np.ndarray) -> np.ndarray:
     """_ksteps_f32 for two-limb step sums on the 2^emin grid (bounded as in _head_sums). Every
     finite accumulator is a multiple of 2^emin (its inputs are, and a rounding keeps a coarser
-    grid), so acc / 2^emin is an exact integer and acc + step an exact sum, rounded once; a
-    non-finite accumulator reads as 0, as f32_parts gives it to _ksteps_f32."""
+    grid), so acc / 2^emin is an exact integer and acc + step an exact sum, rounded once; an
+    overflowed accumulator stays +-inf (inf + a finite step), as in _ksteps_f32."""
     acc = _f32_of(steps[0], emin)
     for step in steps[1:]:
         m, e, _ = f32_parts(acc)
         d = np.where(m == 0, 0, e - emin)
         hi, lo = _pair(m >> np.clip(-d, 0, 63), np.maximum(d, 0))  # d < 0: the shift drops zeros only
-        acc = _f32_of(_carried(hi + step[0], lo + step[1]), emin)
+        acc = np.where(np.isfinite(acc), _f32_of(_carried(hi + step[0], lo + step[1]), emin), acc)
     return acc
