@@ -410,3 +410,18 @@ def test_prefill_validation() -> None:
         logits.pa_mqa_logits_fp4_prefill(**{**k, "row_info": bad})
     with pytest.raises(ValueError, match="row_info must have shape"):
         logits.pa_mqa_logits_fp4_prefill(**{**k, "row_info": k["row_info"][:, :3]})
+
+
+def test_sglang_exact_path_keeps_an_overflowed_even_dot_infinite() -> None:
+    """sglang two-dots: the even dot rounded to float32 first, then the odd one added. An even dot
+    past float32 is +inf, and inf + a finite odd dot stays inf (the fast path's add_round_f32); the
+    exact path once read that inf as 0 and gave 0.0 here."""
+    from mxgate.oracle.scorers import sglang as osg
+
+    qv = np.full((2, 128), 3.0e38, np.float32)
+    codes = np.zeros((1, 128), np.uint8)
+    codes[:, 0::2] = 0x7  # +6 on the even dims, 0 on the odd ones
+    ek = np.array([[227, 1, 1, 1]], np.uint8)  # group 0: 6 * 2^100 (finite); the others tiny
+    for qk_accum in osg.QK_ACCUM:
+        got = osg.slow_columns(qv, codes, ek, oracle.profiles.get("sglang-rne"), qk_accum, np.ones(2, np.float32))
+        assert np.isfinite(got.qk).all() and (got.acc == np.float32(np.inf)).all(), (qk_accum, got.acc)

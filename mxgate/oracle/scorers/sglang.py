@@ -485,9 +485,12 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
                 acc[h, j] = f32_nearest(tot, base)
             else:
                 first = f32_nearest(int(even[h]), base)
-                fm, fe, _ = f32_parts(np.array([first], dtype=np.float32))
-                lo = min(int(fe[0]), base)
-                acc[h, j] = f32_nearest((int(fm[0]) << (int(fe[0]) - lo)) + (int(odd[h]) << (base - lo)), lo)
+                if not np.isfinite(first):  # an overflowed first dot stays +-inf: inf + the finite odd dot
+                    acc[h, j] = first
+                else:
+                    fm, fe, _ = f32_parts(np.array([first], dtype=np.float32))
+                    lo = min(int(fe[0]), base)
+                    acc[h, j] = f32_nearest((int(fm[0]) << (int(fe[0]) - lo)) + (int(odd[h]) << (base - lo)), lo)
             qk[h, j] = float(Fraction(tot) * Fraction(2) ** base)
             two[h, j] = float(Fraction(abs(int(even[h])) + abs(int(odd[h]))) * Fraction(2) ** base)
             groups[h, j] = float(Fraction(sum(abs(int(x)) for x in gsum[h])) * Fraction(2) ** base)
