@@ -344,7 +344,12 @@ def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
 
 def _interrupt(run: subprocess.Popen, number: int) -> tuple[str, str]:
     run.send_signal(number)
-    return run.communicate(timeout=120)
+    try:
+        return run.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        out, err = run.communicate()
+        pytest.fail(f"the run did not end within 120 s of {signal.Signals(number).name}:\n{out[-3000:]}\n{err[-3000:]}")
 
 
 def _assert_interrupted(run: subprocess.Popen, out: str, err: str, where: Path, worker: int, number: int,
@@ -401,6 +406,37 @@ def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path:
     time.sleep(0.5)
     out, err = _interrupt(run, signal.SIGINT)
     _assert_interrupted(run, out, err, tmp_path, worker, signal.SIGINT, outcome.EXIT_INTERRUPTED)
+
+
+def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's signal handler also tells the isolation layer to stop: where its
+    KeyboardInterrupt was lost (raised in a finalizer or a broad except), the wait on a hung
+    kernel still ends with one, and no later call starts; a new run clears the request."""
+    import threading
+
+    import numpy as np
+
+    from mxgate.kernels import isolation
+
+    monkeypatch.syspath_prepend(str(USER_BACKENDS))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(USER_BACKENDS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    backend = isolation.load("faulty_backends:Hanging", timeout=120)
+    stopper = threading.Timer(0.5, isolation.request_stop, args=("SIGINT",))  # the handler's flag, no raise
+    try:
+        stopper.start()
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            backend.op("e2m1.encode").run(np.zeros(32, np.float32))  # the kernel never returns
+        with pytest.raises(KeyboardInterrupt):
+            backend.op("e8m0.decode").run(np.zeros(4, np.uint8))  # the op is fine, but the run is stopping
+    finally:
+        stopper.cancel()
+        isolation.clear_stop()
+        backend.close()
+    again = isolation.load("faulty_backends:Hanging", timeout=120)
+    try:
+        assert again.op("e8m0.decode").run(np.full(2, 127, np.uint8)).tolist() == [1.0, 1.0]
+    finally:
+        again.close()
 
 
 @pytest.mark.xdist_group("honest-gate-terminated-run")

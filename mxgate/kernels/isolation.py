@@ -66,6 +66,40 @@ _PRELOAD = ("mxgate.kernels.isolation", "numpy")
 _PRELOAD_SHARED = ("torch",)
 _SERVER: dict[str, Any] = {}  # "environment": the one the fork server was started under; "broken": True
 _LOADING = "loading the backend"
+# Set by the gate's SIGINT/SIGTERM handler (request_stop): the signal's name. The handler also
+# raises KeyboardInterrupt, but a raise that lands in a finalizer or a callee's broad except is
+# lost; then the next wait on a worker ends the run instead of waiting out its kernel.
+_STOP: dict[str, str] = {}
+_POLL_SLICE_S = 0.25  # how soon a wait on a worker sees a stop request
+
+
+def request_stop(signal_name: str) -> None:
+    """The run was told to stop: every wait on a worker raises KeyboardInterrupt within a
+    quarter second, and no call or start begins (``clear_stop`` undoes it for a new run)."""
+    _STOP["signal"] = signal_name
+
+
+def clear_stop() -> None:
+    _STOP.clear()
+
+
+def _stop_if_requested() -> None:
+    if _STOP:
+        raise KeyboardInterrupt(_STOP["signal"])
+
+
+def _poll(conn: Any, limit: float) -> bool:
+    """conn.poll(limit), in slices that check for a stop request."""
+    import time
+
+    deadline = time.monotonic() + limit
+    while True:
+        _stop_if_requested()
+        left = deadline - time.monotonic()
+        if conn.poll(max(0.0, min(left, _POLL_SLICE_S))):
+            return True
+        if left <= _POLL_SLICE_S:
+            return False
 
 
 class BackendFault(Exception):
@@ -487,6 +521,7 @@ class _Worker:
     def begin(self, workers: int = 1) -> None:
         """Start the worker (one of ``workers`` started together); the backend builds while the
         parent does other work (``finish_start``)."""
+        _stop_if_requested()
         parent, child = _CONTEXT.Pipe()
         saved, neutral = dict(os.environ), _worker_environment()
         os.environ.clear()
@@ -545,7 +580,7 @@ class _Worker:
     def _receive(self, op: str, what: str, call_id: int, limit: float, loading: bool = False) -> tuple[str, Any]:
         fault = BackendLoadFailed if loading else BackendCrashed
         prefix = "failed to load: " if loading else ""
-        if not self.conn.poll(limit):
+        if not _poll(self.conn, limit):
             self.kill()
             raise fault(self.name, op, f"{prefix}timeout after {limit:g} s ({what})")
         try:
@@ -573,6 +608,7 @@ class _Worker:
         return f"crashed: the worker exited with status {code} while {what}"
 
     def call(self, op: str, args: tuple, kwargs: dict, repeats: "Repeats | None" = None) -> Any:
+        _stop_if_requested()
         if op in self.hung:  # each call would wait out the timeout again
             raise BackendCrashed(self.name, op, f"not run: an earlier call of {op} hit the {self.hung[op]}")
         if self.process is None or not self.process.is_alive():
