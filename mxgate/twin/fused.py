@@ -26,9 +26,9 @@ from mxgate.oracle.formats import e2m1
 from mxgate.oracle.xp import table_on
 from mxgate.twin.scale_table import binades, segments
 
-# groups per program (float32, bf16) with 4 warps: fastest of the launch shapes tried on an
-# H200 (docs/results/h200-2026-12-02.md)
-BLOCK_GROUPS = (128, 256)
+# (groups per program, warps) for float32 and bf16 x: the fastest launch shapes tried on an H200
+# (docs/results/h200-2026-12-02-bandwidth.md)
+LAUNCH = {torch.float32: (32, 4), torch.bfloat16: (64, 2)}
 # the exponent d of the factor 2^d that byte 0 multiplies by, per scale0_divisor (the oracle's
 # e8m0_divisor_reciprocals): 2^127, 2^126 or 1
 BYTE0_EXPONENT = {"pow2": 127, "min_normal": 126, "one": 0}
@@ -190,7 +190,7 @@ def mode() -> str | None:
 
 
 def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", group: int = 32, *,
-                block_groups: int | None = None, num_warps: int = 4,
+                block_groups: int | None = None, num_warps: int | None = None,
                 bisect: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The oracle's quantize_mx in one kernel launch (float32 or bf16 x, group a power of two).
 
@@ -213,8 +213,9 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     words = _word_view(flat, torch.int32 if x.dtype == torch.bfloat16 else torch.int64)
     packed = torch.empty((n_groups, group // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_groups, dtype=torch.uint8, device=x.device)
-    if block_groups is None:
-        block_groups = BLOCK_GROUPS[x.dtype == torch.bfloat16]
+    default_groups, default_warps = LAUNCH[x.dtype]
+    block_groups = default_groups if block_groups is None else block_groups
+    num_warps = default_warps if num_warps is None else num_warps
     if n_groups:
         table = table_on(e2m1.table(p), x)
         starts, values = segments(p, x.device)
