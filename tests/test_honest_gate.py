@@ -411,7 +411,8 @@ def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path:
 def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """The gate's signal handler also tells the isolation layer to stop: where its
     KeyboardInterrupt was lost (raised in a finalizer or a broad except), the wait on a hung
-    kernel still ends with one, and no later call starts; a new run clears the request."""
+    kernel still ends with one, and no later call starts; a new run clears the request. The
+    worker left in its call is killed without a stop request it could not read."""
     import threading
 
     import numpy as np
@@ -426,6 +427,8 @@ def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyP
         stopper.start()
         with pytest.raises(KeyboardInterrupt, match="SIGINT"):
             backend.op("e2m1.encode").run(np.zeros(32, np.float32))  # the kernel never returns
+        # still in the call: a stop request would wait out the grace, so closing kills it at once
+        assert backend._worker.busy and not backend._worker.ask_to_stop()
         with pytest.raises(KeyboardInterrupt):
             backend.op("e8m0.decode").run(np.zeros(4, np.uint8))  # the op is fine, but the run is stopping
     finally:

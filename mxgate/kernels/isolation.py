@@ -515,6 +515,7 @@ class _Worker:
         self.call_id = 0
         self.unstable: list[tuple[str, int]] = []  # (op, elements that differed between repeat calls)
         self.hung: dict[str, str] = {}  # op -> the cause of its timeout: a hung op is not called again
+        self.busy = False  # a call was sent and its reply not read: the worker reads no stop request
 
     # starting and loading
 
@@ -617,6 +618,7 @@ class _Worker:
             except BackendLoadFailed as fault:  # a restart after a crash that no longer loads
                 raise BackendCrashed(self.name, op, fault.cause) from None
         self.call_id += 1
+        self.busy = True  # until the reply is read; an interrupt leaves it set
         try:
             self.conn.send((self.call_id, op, args, kwargs, repeats or NO_REPEATS))
         except (BrokenPipeError, EOFError, OSError):
@@ -627,6 +629,7 @@ class _Worker:
             if fault.cause.startswith("timeout"):
                 self.hung[op] = fault.cause
             raise
+        self.busy = False
         if kind == "ok":
             result, written, unstable = payload
             _write_back(self.name, op, args, kwargs, written)
@@ -653,13 +656,16 @@ class _Worker:
         if self.conn is not None:
             self.conn.close()
         self.conn = self.process = None
+        self.busy = False
 
     def stop(self) -> None:
         stop_all([self])
 
     def ask_to_stop(self) -> bool:
-        """Tell a live worker to end (it returns from its loop); whether it was told."""
-        if self.process is not None and self.process.is_alive():
+        """Tell a live, idle worker to end (it returns from its loop); whether it was told. A
+        worker still in a call (the run was interrupted while it ran) would read the request
+        only after its kernel returned: it is not told, and stop_all kills it at once."""
+        if self.process is not None and not self.busy and self.process.is_alive():
             try:
                 self.conn.send(None)
                 return True
