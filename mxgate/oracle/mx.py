@@ -190,7 +190,8 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
         n = r * group
         t = moved[start * group : start * group + n]
         values = t.view(np.float32).reshape(units, r * lanes)
-        np.multiply(values, factor[start * lanes : (start + r) * lanes], out=values)
+        with np.errstate(invalid="ignore"):  # a signalling NaN raises the flag; its code comes from its bits
+            np.multiply(values, factor[start * lanes : (start + r) * lanes], out=values)
         # rounding.lookup's index: kept bits, the lowest of them OR'd with "any lower bit set"
         index = work[:n]
         np.bitwise_and(t, _STICKY, out=index)

@@ -176,10 +176,11 @@ def e8m0_scale(amax: Any, profile: str | _profiles.Profile = "gfx950", *, elemen
         a = _fmax(xp, a, _const(xp, p.amax_floor, a))
     special = ~xp.isfinite(a)
     if p.scale_policy in ("rceil", "rceil_log2f", "rceil_exact"):
-        if p.scale_arithmetic == "reciprocal":
-            v = a * _const(xp, np.float32(1.0) / np.float32(element.max_value), a)
-        else:
-            v = a / _const(xp, element.max_value, a)
+        with np.errstate(invalid="ignore"):  # a signalling NaN amax raises the flag; NaN is settled as special
+            if p.scale_arithmetic == "reciprocal":
+                v = a * _const(xp, np.float32(1.0) / np.float32(element.max_value), a)
+            else:
+                v = a / _const(xp, element.max_value, a)
         if is_numpy(xp):
             v = np.asarray(v, dtype=np.float32)
         if p.amax_floor is not None and p.floor_where == "after":

@@ -145,7 +145,9 @@ def scaled_by_e8m0(x32: Any, scale: Any, profile: str | _profiles.Profile = "gfx
         elif p.nan_scale == "inf":
             product = xp.where(last & ((x_bits & 0x7FFFFFFF) == 0x7F800000), INDEFINITE, product)
         return floats(product)
-    with np.errstate(over="ignore"):  # a quotient past float32 is Inf, which saturates: by design
+    # a quotient past float32 is Inf, which saturates: by design; a signalling NaN x raises the
+    # invalid flag and gives its quiet NaN, the rule's NaN
+    with np.errstate(over="ignore", invalid="ignore"):
         product = np.multiply(x32, e8m0_divisor_reciprocals(p)[scale], dtype=np.float32)
     if p.nan_scale == "nan":
         nan_scale = np.broadcast_to(scale == 0xFF, product.shape)
