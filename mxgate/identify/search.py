@@ -97,6 +97,11 @@ class Inference:
 # not read shares its units (most single-field moves of the search change a field the op never
 # reads). A pool's units take up to ~10 MB each.
 _KEPT_RUNS = 24
+# The descent first counts a move on every SAMPLE_STRIDE-th case: a part's count is at most the
+# whole pool's, so a move that leaves as many units unexplained there as the current profile
+# does everywhere cannot be the better one, and most moves are settled by an eighth of the work.
+SAMPLE_STRIDE = 8
+_SAMPLED_FROM = 4096  # smaller pools are counted whole
 
 
 class Evaluator:
@@ -106,15 +111,45 @@ class Evaluator:
         self.driver, self.cases, self.backend = driver, cases, backend_units
         self._counts: dict[tuple, int] = {}
         self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
-        self.evaluations = 0  # oracle runs
+        self._evaluations = 0  # oracle runs on these cases
         self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)
+        self._parts: dict[object, tuple[np.ndarray, Evaluator]] = {}  # tag -> (rows, evaluator on them)
+
+    @property
+    def evaluations(self) -> int:
+        """Oracle runs, on every case or on a part of them."""
+        return self._evaluations + sum(part.evaluations for _, part in self._parts.values())
+
+    def part(self, tag: object, rows: np.ndarray) -> Evaluator:
+        """An evaluator on the cases ``rows`` (kept under ``tag``), judged as these are (the
+        open units included)."""
+        kept = self._parts.get(tag)
+        if kept is None:
+            kept = self._parts[tag] = (rows, Evaluator(self.driver, self.cases[rows], self.backend[rows]))
+        rows, part = kept
+        part.open = None if self.open is None else self.open[rows]
+        return part
+
+    def count_below(self, p: Profile, limit: int) -> int:
+        """``count(p)`` where it is below ``limit``; else a number of at least ``limit``, from
+        every SAMPLE_STRIDE-th case where their count settles it."""
+        k = (self.key(p), self.open is not None)
+        if k in self._counts:
+            return self._counts[k]
+        if self.cases.shape[0] >= _SAMPLED_FROM:
+            sample = self.part("sample", np.arange(0, self.cases.shape[0], SAMPLE_STRIDE))
+            if sample.units(p) is not None:  # a profile the oracle rejects is counted whole
+                lower = sample.count(p)
+                if lower >= limit:
+                    return lower
+        return self.count(p)
 
     @staticmethod
     def key(p: Profile) -> tuple:
         return tuple(p.semantics().values())
 
     def _run(self, p: Profile) -> np.ndarray | None:
-        self.evaluations += 1
+        self._evaluations += 1
         try:
             with np.errstate(all="ignore"):
                 out = self.driver.reference(p, self.cases)
@@ -153,20 +188,24 @@ def _moves(p: Profile, universe: tuple[str, ...]) -> list[tuple[str, object]]:
 def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[Profile, int]:
     p, c = _vary(start), ev.count(start)
     while c > 0:
-        singles = [(ev.count(_vary(p, **{f: v})), i, f, v) for i, (f, v) in enumerate(_moves(p, universe))]
+        # a move counted below c is counted exactly; the others only as far as shows they are not
+        singles = [(ev.count_below(_vary(p, **{f: v}), c), i, f, v) for i, (f, v) in enumerate(_moves(p, universe))]
         best = min(singles, default=None)
         if best is not None and best[0] < c:
             c, p = best[0], _vary(p, **{best[2]: best[3]})
             continue
-        # No single field helps: try pairs among the fields that move some unexplained unit.
+        # No single field helps: try pairs among the fields that move some unexplained unit
+        # (read on the cases that hold one: the others cannot show it).
         wrong = ev.wrong(p)
-        base = ev.units(p)
+        rows = np.flatnonzero(wrong.any(axis=1))
+        unexplained = ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
+        wrong, base = wrong[rows], unexplained.units(p)
         implicated = []
         for f in universe:
             for v in candidates.values(f):
                 if v == getattr(p, f):
                     continue
-                u = ev.units(_vary(p, **{f: v}))
+                u = unexplained.units(_vary(p, **{f: v}))
                 if u is not None and base is not None and bool((u != base)[wrong].any()):
                     implicated.append(f)
                     break
@@ -174,7 +213,7 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
         for f, g in itertools.combinations(implicated, 2):
             for v, w in itertools.product(candidates.values(f), candidates.values(g)):
                 if v != getattr(p, f) and w != getattr(p, g):
-                    pairs.append((ev.count(_vary(p, **{f: v, g: w})), len(pairs), f, v, g, w))
+                    pairs.append((ev.count_below(_vary(p, **{f: v, g: w}), c), len(pairs), f, v, g, w))
         best_pair = min(pairs, default=None)
         if best_pair is None or best_pair[0] >= c:
             break
