@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import ml_dtypes
@@ -154,16 +153,13 @@ def _user(name: str) -> kernels.Backend:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_default_budget_finds_and_shrinks_the_planted_bug_on_every_seed(seed: int) -> None:
-    started = time.monotonic()
     result = d.diff_op("e2m1.encode", kernels.get("oracle"), _user("BadBackend"), examples=diff_cmd.DEFAULT_EXAMPLES,
                        seed=seed, max_cases=diff_cmd.DEFAULT_MAX_CASES)
-    elapsed = time.monotonic() - started
     shrunk = sorted(c.args[0].view(np.uint32).tolist() for c in result.cases)
     assert shrunk == [[ABOVE_TIE], [ABOVE_TIE | 0x80000000]], f"seed {seed}: {shrunk}"
     assert all(c.new[0].deviating == ("B",) for c in result.cases)
     assert result.unexplained and set(result.unexplained) == {("B",)}
     assert result.examples == diff_cmd.DEFAULT_EXAMPLES
-    assert elapsed < 30, f"seed {seed}: {elapsed:.1f} s"
 
 
 def test_the_search_of_a_correct_backend_finds_only_explained_differences() -> None:

@@ -25,8 +25,6 @@ from mxgate.oracle import profiles
 HERE = Path(__file__).parent
 USER_BACKENDS = HERE / "user_backends"
 DOC = HERE.parent / "docs" / "identify.md"
-ELEMENT_SECONDS = 30.0  # the budget per element op on two cores
-INDEXER_SECONDS = 120.0  # the budget for the indexer op on two cores
 INDEXER = "indexer_qk_rope_quant_and_cache"
 
 sys.path.insert(0, str(USER_BACKENDS))  # the workers (spawned) inherit sys.path
@@ -122,10 +120,6 @@ def test_built_in_backend_named_by_its_declared_profile(name: str) -> None:
             continue  # its documented defect: test_triton_mxfp_encoder_is_unexplained
         assert op.status == MATCH, (name, op.op, op.status, op.cause, op.inference and op.inference.differs)
         assert op.declared in op.inference.matches, (name, op.op, op.inference.matches)
-        if op.scorer is None and op.driver.widths == (1,):
-            assert op.seconds < ELEMENT_SECONDS, (name, op.op, op.seconds)
-        if op.op == INDEXER:
-            assert op.seconds < INDEXER_SECONDS, (name, op.seconds)
 
 
 def test_oracle_indexer_op_decided_by_its_side_probes() -> None:

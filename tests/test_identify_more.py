@@ -19,7 +19,6 @@ sys.path.insert(0, str(HERE / "user_backends"))  # the workers (spawned) inherit
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-ELEMENT_SECONDS = 30.0  # the budget per op on two cores
 TOPS = (OpName.VLLM_FP4_PAGED_MQA_LOGITS_TOPK, OpName.VLLM_FP4_PAGED_MQA_LOGITS_TILE_TOPK)
 FP8_RAGGED, K_CACHE = OpName.AITER_FP8_MQA_LOGITS, OpName.AITER_INDEXER_K_QUANT_AND_CACHE
 _RESULTS: dict[str, object] = {}
@@ -38,7 +37,6 @@ def test_oracle_kernels_named_by_their_declared_profile(name: str, ops: tuple[st
     assert [o.op for o in result.ops] == list(ops) and result.status == 0
     for op in result.ops:
         assert op.status == MATCH and op.declared == "gfx950" and "gfx950" in op.inference.matches, (op.op, op.cause)
-        assert op.seconds < ELEMENT_SECONDS, (op.op, op.seconds)
 
 
 def test_topk_byte0_planted_is_named_with_its_evidence() -> None:
