@@ -9,6 +9,7 @@ share one run (module fixtures), each test reading its own kernel's cell.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -331,10 +332,18 @@ def test_a_faulty_encoder_in_the_device_sweep_is_a_fail(tmp_path: Path, backend:
 # --- routes 8 and 9: interruption, and two runs on one report path ----------------------------------
 
 def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
-    run = subprocess.Popen([sys.executable, "-m", "mxgate", "check", "--backend", "dishonest_backends:hangs_marked",
-                            "--tier", "quick", "--timeout", "600", *REPORTS], cwd=tmp_path,
-                           env=_env(DISHONEST_MARKERS=str(markers)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+    # A run started from a background job (`cmd &` in a script) inherits SIGINT ignored, and
+    # Python, and so the gate, keeps it ignored: these tests send SIGINT to a gate that receives
+    # it, as one in the foreground does. A Python handler in this process while the child starts
+    # becomes the default in the child (exec resets caught signals), unlike an inherited SIG_IGN.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "mxgate", "check", "--backend", "dishonest_backends:hangs_marked",
+                                "--tier", "quick", "--timeout", "600", *REPORTS], cwd=tmp_path,
+                               env=_env(DISHONEST_MARKERS=str(markers)), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     deadline = time.monotonic() + 300
     while not (markers / "hung-worker").is_file():
         assert run.poll() is None and time.monotonic() < deadline, "the hanging kernel never started"
@@ -342,13 +351,26 @@ def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
     return run
 
 
-def _interrupt(run: subprocess.Popen, number: int) -> tuple[str, str]:
+def _hung_worker(markers: Path) -> int:
+    """The hung kernel's worker pid (the marker is written before the kernel hangs, but may be
+    read between its creation and its write)."""
+    deadline = time.monotonic() + 60
+    while not (text := (markers / "hung-worker").read_text().strip()):
+        assert time.monotonic() < deadline, "the hanging kernel wrote no pid"
+        time.sleep(0.05)
+    return int(text)
+
+
+def _interrupt(run: subprocess.Popen, number: int, worker: int) -> tuple[str, str]:
     run.send_signal(number)
     try:
         return run.communicate(timeout=120)
     except subprocess.TimeoutExpired:
+        # the hung worker holds the run's output pipes: end both, or reading them waits forever
         run.kill()
-        out, err = run.communicate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker, signal.SIGKILL)
+        out, err = run.communicate(timeout=60)
         pytest.fail(f"the run did not end within 120 s of {signal.Signals(number).name}:\n{out[-3000:]}\n{err[-3000:]}")
 
 
@@ -384,11 +406,11 @@ def terminated_run(tmp_path_factory: pytest.TempPathFactory) -> Terminated:
     markers = where / "markers"
     markers.mkdir()
     run = _start_hung_run(where, markers)
+    worker = _hung_worker(markers)
     try:
-        worker = int((markers / "hung-worker").read_text())
         second = _check(where, "oracle", timeout=120)
     finally:
-        out, err = _interrupt(run, signal.SIGTERM)
+        out, err = _interrupt(run, signal.SIGTERM, worker)
     return Terminated(run, out, err, where, worker, second)
 
 
@@ -402,9 +424,9 @@ def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path:
     markers = tmp_path / "markers"
     markers.mkdir()
     run = _start_hung_run(tmp_path, markers)
-    worker = int((markers / "hung-worker").read_text())
+    worker = _hung_worker(markers)
     time.sleep(0.5)
-    out, err = _interrupt(run, signal.SIGINT)
+    out, err = _interrupt(run, signal.SIGINT, worker)
     _assert_interrupted(run, out, err, tmp_path, worker, signal.SIGINT, outcome.EXIT_INTERRUPTED)
 
 
