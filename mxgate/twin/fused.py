@@ -29,6 +29,10 @@ from mxgate.twin.scale_table import binades, segments
 # (groups per program, warps) for float32 and bf16 x: the fastest launch shapes tried on an H200
 # (docs/results/h200-2026-12-02-bandwidth.md)
 LAUNCH = {torch.float32: (32, 4), torch.bfloat16: (64, 2)}
+# under the interpreter every program is a Python loop step over NumPy arrays: larger programs
+# run fewer of them (the interpreter test of this kernel: 14.9 s and 13.9 s with the card's
+# shapes, 12.5 s and 11.5 s with 128 groups)
+INTERPRETER_LAUNCH = (128, 4)
 # the exponent d of the factor 2^d that byte 0 multiplies by, per scale0_divisor (the oracle's
 # e8m0_divisor_reciprocals): 2^127, 2^126 or 1
 BYTE0_EXPONENT = {"pow2": 127, "min_normal": 126, "one": 0}
@@ -213,7 +217,7 @@ def quantize_mx(x: torch.Tensor, profile: str | _profiles.Profile = "gfx950", gr
     words = _word_view(flat, torch.int32 if x.dtype == torch.bfloat16 else torch.int64)
     packed = torch.empty((n_groups, group // 2), dtype=torch.uint8, device=x.device)
     scales = torch.empty(n_groups, dtype=torch.uint8, device=x.device)
-    default_groups, default_warps = LAUNCH[x.dtype]
+    default_groups, default_warps = INTERPRETER_LAUNCH if x.device.type != "cuda" else LAUNCH[x.dtype]
     block_groups = default_groups if block_groups is None else block_groups
     num_warps = default_warps if num_warps is None else num_warps
     if n_groups:
