@@ -331,12 +331,12 @@ def test_a_faulty_encoder_in_the_device_sweep_is_a_fail(tmp_path: Path, backend:
 
 # --- routes 8 and 9: interruption, and two runs on one report path ----------------------------------
 
-def _start_hung_run(tmp_path: Path, markers: Path) -> subprocess.Popen:
+def _start_hung_run(tmp_path: Path, markers: Path, sigint: object = signal.default_int_handler) -> subprocess.Popen:
     # A run started from a background job (`cmd &` in a script) inherits SIGINT ignored, and
     # Python, and so the gate, keeps it ignored: these tests send SIGINT to a gate that receives
     # it, as one in the foreground does. A Python handler in this process while the child starts
     # becomes the default in the child (exec resets caught signals), unlike an inherited SIG_IGN.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = signal.signal(signal.SIGINT, sigint)
     try:
         run = subprocess.Popen([sys.executable, "-m", "mxgate", "check", "--backend", "dishonest_backends:hangs_marked",
                                 "--tier", "quick", "--timeout", "600", *REPORTS], cwd=tmp_path,
@@ -462,6 +462,21 @@ def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyP
         assert again.op("e8m0.decode").run(np.full(2, 127, np.uint8)).tolist() == [1.0, 1.0]
     finally:
         again.close()
+
+
+def test_a_run_started_with_sigint_ignored_keeps_it_ignored_and_sigterm_still_ends_it(tmp_path: Path) -> None:
+    """As every program does, a gate started with SIGINT ignored (a background job of a shell
+    script) does not stop on it; SIGTERM, which the gate always handles, still ends the run with
+    marked reports and its workers."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    run = _start_hung_run(tmp_path, markers, sigint=signal.SIG_IGN)
+    worker = _hung_worker(markers)
+    run.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert run.poll() is None, "the run ended on a SIGINT it was started ignoring"
+    out, err = _interrupt(run, signal.SIGTERM, worker)
+    _assert_interrupted(run, out, err, tmp_path, worker, signal.SIGTERM, outcome.EXIT_TERMINATED)
 
 
 @pytest.mark.xdist_group("honest-gate-terminated-run")
