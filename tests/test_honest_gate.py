@@ -352,10 +352,9 @@ def _start_hung_run(tmp_path: Path, markers: Path, sigint: object = signal.defau
 
 
 def _hung_worker(markers: Path) -> int:
-    """The hung kernel's worker pid (the marker is written before the kernel hangs, but may be
-    read between its creation and its write)."""
-    deadline = time.monotonic() + 60
-    while not (text := (markers / "hung-worker").read_text().strip()):
+    """The hung kernel's worker pid, once its marker holds it (the kernel writes it, then hangs)."""
+    marker, deadline = markers / "hung-worker", time.monotonic() + 300
+    while not (marker.is_file() and (text := marker.read_text().strip())):
         assert time.monotonic() < deadline, "the hanging kernel wrote no pid"
         time.sleep(0.05)
     return int(text)
@@ -430,7 +429,7 @@ def test_an_interrupted_run_writes_marked_reports_and_ends_its_workers(tmp_path:
     _assert_interrupted(run, out, err, tmp_path, worker, signal.SIGINT, outcome.EXIT_INTERRUPTED)
 
 
-def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The gate's signal handler also tells the isolation layer to stop: where its
     KeyboardInterrupt was lost (raised in a finalizer or a broad except), the wait on a hung
     kernel still ends with one, and no later call starts; a new run clears the request. The
@@ -441,10 +440,18 @@ def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyP
 
     from mxgate.kernels import isolation
 
+    markers = tmp_path / "markers"
+    markers.mkdir()
     monkeypatch.syspath_prepend(str(USER_BACKENDS))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(USER_BACKENDS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    backend = isolation.load("faulty_backends:Hanging", timeout=120)
-    stopper = threading.Timer(0.5, isolation.request_stop, args=("SIGINT",))  # the handler's flag, no raise
+    monkeypatch.setenv("DISHONEST_MARKERS", str(markers))
+    backend = isolation.load("dishonest_backends:hangs_marked", timeout=120)
+
+    def stop_once_the_kernel_hangs() -> None:  # the handler's flag, without its raise
+        _hung_worker(markers)
+        isolation.request_stop("SIGINT")
+
+    stopper = threading.Thread(target=stop_once_the_kernel_hangs, daemon=True)
     try:
         stopper.start()
         with pytest.raises(KeyboardInterrupt, match="SIGINT"):
@@ -454,10 +461,10 @@ def test_a_stop_request_ends_a_wait_on_a_hung_kernel(monkeypatch: pytest.MonkeyP
         with pytest.raises(KeyboardInterrupt):
             backend.op("e8m0.decode").run(np.zeros(4, np.uint8))  # the op is fine, but the run is stopping
     finally:
-        stopper.cancel()
+        stopper.join(60)
         isolation.clear_stop()
         backend.close()
-    again = isolation.load("faulty_backends:Hanging", timeout=120)
+    again = isolation.load("dishonest_backends:hangs_marked", timeout=120)
     try:
         assert again.op("e8m0.decode").run(np.full(2, 127, np.uint8)).tolist() == [1.0, 1.0]
     finally:
