@@ -189,32 +189,33 @@ def _quantize_block(groups: np.ndarray, first: int, last: int, chunk_rows: int, 
     e8m0_scale_of_bits(amax, plan.profile, out=block_scales, scratch=top)
     np.take(plan.unit_reciprocals, block_scales, out=factor.view(plan.unit), mode="wrap")  # every byte < 256
 
-    for start in range(0, rows, chunk_rows):
-        r = min(chunk_rows, rows - start)
-        n = r * group
-        t = moved[start * group : start * group + n]
-        values = t.view(np.float32).reshape(units, r * lanes)
-        with np.errstate(invalid="ignore"):  # a signalling NaN raises the flag; its code comes from its bits
+    # once around the loop: a signalling NaN raises the invalid flag; its code comes from its bits
+    with np.errstate(invalid="ignore"):
+        for start in range(0, rows, chunk_rows):
+            r = min(chunk_rows, rows - start)
+            n = r * group
+            t = moved[start * group : start * group + n]
+            values = t.view(np.float32).reshape(units, r * lanes)
             np.multiply(values, factor[start * lanes : (start + r) * lanes], out=values)
-        # rounding.lookup's index: kept bits, the lowest of them OR'd with "any lower bit set"
-        index = work[:n]
-        np.bitwise_and(t, _STICKY, out=index)
-        index += _STICKY
-        index |= t
-        index >>= _SHIFT
-        # little-endian pairs: the even element's index is the low word, the odd one's the high
-        pairs = index.view(np.uint64)
-        e = np.bitwise_and(pairs, _LOW32, out=t.view(np.uint64))  # t is read: its buffer takes them
-        pairs >>= _U32  # in place: now the odd elements' indices, as intp
-        lo, hi = low[: n // 2], high[: n // 2]
-        np.take(plan.low, e.view(np.intp), out=lo, mode="wrap")
-        np.take(plan.high, pairs.view(np.intp), out=hi, mode="wrap")
-        lo |= hi
-        target = packed[first + start : first + start + r]
-        if lanes == 4:  # two packed bytes per unit: move them as one uint16
-            np.copyto(target.view(np.uint16).reshape(r, units), lo.view(np.uint16).reshape(units, r).T)
-        else:
-            np.copyto(target.reshape(r, units), lo.reshape(units, r).T)
+            # rounding.lookup's index: kept bits, the lowest of them OR'd with "any lower bit set"
+            index = work[:n]
+            np.bitwise_and(t, _STICKY, out=index)
+            index += _STICKY
+            index |= t
+            index >>= _SHIFT
+            # little-endian pairs: the even element's index is the low word, the odd one's the high
+            pairs = index.view(np.uint64)
+            e = np.bitwise_and(pairs, _LOW32, out=t.view(np.uint64))  # t is read: its buffer takes them
+            pairs >>= _U32  # in place: now the odd elements' indices, as intp
+            lo, hi = low[: n // 2], high[: n // 2]
+            np.take(plan.low, e.view(np.intp), out=lo, mode="wrap")
+            np.take(plan.high, pairs.view(np.intp), out=hi, mode="wrap")
+            lo |= hi
+            target = packed[first + start : first + start + r]
+            if lanes == 4:  # two packed bytes per unit: move them as one uint16
+                np.copyto(target.view(np.uint16).reshape(r, units), lo.view(np.uint16).reshape(units, r).T)
+            else:
+                np.copyto(target.reshape(r, units), lo.reshape(units, r).T)
 
 
 def dequantize_mx(packed: Any, e8m0: Any, profile: str | _profiles.Profile = "gfx950", group: int = 32) -> Any:
