@@ -136,7 +136,7 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
                 quantize_s = s
         else:
             report.skip(f"quantize {label} (fused)", reason)
-    if reason is None:  # launch shapes: the default and its neighbours (speed only, same bytes)
+    if reason is None and device.type == "cuda":  # launch shapes (speed only, same bytes; the interpreter's say nothing)
         for label, x, in_bytes in (("f32", src, 4 * n), ("bf16", src.to(torch.bfloat16), 2 * n)):
             for block, warps in ((32, 2), (64, 2), (128, 2), (32, 4), (64, 4), (128, 4), (256, 4), (128, 8), (256, 8)):
                 s = best_seconds(lambda x=x, b=block, w=warps: fused.quantize_mx(x, PROFILE, block_groups=b, num_warps=w),
