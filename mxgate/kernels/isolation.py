@@ -43,6 +43,7 @@ import multiprocessing
 import os
 import secrets
 import signal
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -90,8 +91,6 @@ def _stop_if_requested() -> None:
 
 def _poll(conn: Any, limit: float) -> bool:
     """conn.poll(limit), in slices that check for a stop request."""
-    import time
-
     deadline = time.monotonic() + limit
     while True:
         _stop_if_requested()
@@ -408,8 +407,6 @@ def _run(declared: Op, args: tuple, kwargs: dict) -> Any:
 
 
 def _answer(backend: Backend, op: str, args: tuple, kwargs: dict, repeats: "Repeats") -> tuple[str, Any]:
-    import time
-
     import numpy as np
 
     try:
@@ -678,8 +675,6 @@ def stop_all(workers: "list[_Worker]", grace: float = 5.0) -> None:
     """End several workers at once: each is told to stop, then all get ``grace`` seconds together
     to exit before their process groups are killed (one after another, each worker's own exit
     would be waited out in turn)."""
-    import time
-
     told = [worker for worker in workers if worker.ask_to_stop()]
     deadline = time.monotonic() + grace
     for worker in told:

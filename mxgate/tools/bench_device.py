@@ -55,8 +55,7 @@ def best_seconds(function: Callable[[], object], device: torch.device, repeat: i
     """Seconds per call, the best of ``repeat`` samples. On CUDA a sample launches the call
     back to back (about SAMPLE_S) and synchronizes once: the host's per-call work (the Python
     wrapper, the launch) overlaps the card's as in a model's forward pass, where a sync after
-    each call would add it to a 0.3 ms kernel's time (it read bf16 at 0.44-0.53 of copy
-    bandwidth, and the same kernel at 0.64 in the next row)."""
+    each call would add it to a 0.2 ms kernel's time (docs/results/h200-2026-12-02-bandwidth.md)."""
     function()  # warm-up: compilation, lazily built tables
     _sync(device)
     loops = 1
@@ -106,8 +105,7 @@ def _random_f32(n: int, device: torch.device, seed: int) -> torch.Tensor:
 
 def _warm_up(function: Callable[[], object], device: torch.device, seconds: float = 0.5) -> None:
     """Run ``function`` for ``seconds``: a card that has idled starts at low clocks, and the
-    rows measured first would read slow (the first bf16 row read 0.44 of copy bandwidth, the
-    same kernel 0.53 a few rows later)."""
+    rows measured first would read slow."""
     if device.type != "cuda":
         return
     end = time.perf_counter() + seconds
@@ -136,7 +134,8 @@ def bench_quantize(report: Report, device: torch.device, n: int, repeat: int) ->
                 quantize_s = s
         else:
             report.skip(f"quantize {label} (fused)", reason)
-    if reason is None and device.type == "cuda":  # launch shapes (speed only, same bytes; the interpreter's say nothing)
+    # launch shapes (speed only, same bytes), on the card: under the interpreter they say nothing
+    if reason is None and device.type == "cuda":
         for label, x, in_bytes in (("f32", src, 4 * n), ("bf16", src.to(torch.bfloat16), 2 * n)):
             for block, warps in ((32, 2), (64, 2), (128, 2), (32, 4), (64, 4), (128, 4), (256, 4), (128, 8), (256, 8)):
                 s = best_seconds(lambda x=x, b=block, w=warps: fused.quantize_mx(x, PROFILE, block_groups=b, num_warps=w),

@@ -7,8 +7,8 @@ the compiler's floating-point choices (contraction, canonical NaNs):
   * the e8m0 byte: the profile's step table (``scale_table``), one gather per group where each
     binade holds at most one step (every shipped profile), else bisection;
   * x / 2^(byte - 127): one IEEE multiply by the exact power of two, correctly rounded into the
-    subnormals, with NaN and Inf settled on the bits and the profile's rules for byte 0
-    (``scale0_divisor``) and byte 255 (``nan_scale``);
+    subnormals (an Inf stays that Inf), with NaN settled on the bits and the profile's rules
+    for byte 0 (``scale0_divisor``) and byte 255 (``nan_scale``);
   * the E2M1 code: the oracle's rounding table at the oracle's index (``oracle.rounding``).
 Tests compare it with the oracle byte for byte (under the interpreter on the CPU, compiled on
 a GPU).
@@ -72,13 +72,13 @@ if triton is not None:
 
         One IEEE float32 multiply by the exact power of two 2^d (a normal or subnormal factor):
         correctly rounded, into the subnormals too, since the compiled kernel keeps subnormal
-        operands and results (no flush to zero) and nothing is contracted with it. NaN and Inf
-        inputs are settled on the bits, where a device's canonical NaN would differ."""
+        operands and results (no flush to zero) and nothing is contracted with it. An Inf input
+        times the nonzero factor is that Inf; a NaN input is settled on the bits, where a
+        device's canonical NaN would drop its sign."""
         factor = tl.where(d >= -126, (d + 127) << 23, 0x00800000 >> (-126 - d))
         y = (u.to(tl.float32, bitcast=True) * factor.to(tl.float32, bitcast=True)).to(tl.int32, bitcast=True)
-        # Inf times the nonzero factor is that Inf exactly; only a NaN is settled on the bits (a
-        # device's canonical NaN drops the sign): three operations per element where the Inf
-        # test took four more, and the kernel is bound by its integer work
+        # three integer operations per element where an Inf test took four more: the kernel is
+        # bound by its integer work
         nan = (u & 0x7FFFFFFF) > 0x7F800000
         y = tl.where(nan, u | 0x400000, y)
         if NAN_SCALE_IS_NAN:
