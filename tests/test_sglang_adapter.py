@@ -158,6 +158,34 @@ def test_loader_leaves_no_trace(backends, data):
     assert loader.problem(other) is not None  # a process holds one triton mode
 
 
+def test_interpreter_skips_only_its_dead_overflow_checks(backends, data, monkeypatch):
+    """The interpreter's sanitize_overflow work feeds device_assert, a no-op without debug: turning
+    it off (what every launch does) leaves every byte as it was, and debug mode is left alone."""
+    import dataclasses
+
+    from mxgate.kernels import sources
+
+    if backends[False].mode != "interpret":
+        pytest.skip("the overflow checks are the CPU interpreter's")
+    import triton.runtime.interpreter as interpreter
+
+    builder = interpreter.interpreter_builder
+    kept = builder.options
+    monkeypatch.setattr(builder, "options", dataclasses.replace(kept, sanitize_overflow=True))
+    skip = sources.skip_dead_overflow_checks
+    monkeypatch.setattr(sources, "skip_dead_overflow_checks", lambda: False)
+    checked = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
+    assert builder.options.sanitize_overflow is True  # the checks ran for these calls
+    monkeypatch.setattr(sources, "skip_dead_overflow_checks", skip)
+    fast = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
+    assert builder.options.sanitize_overflow is False and builder.options.debug is False
+    for rne in backends:
+        assert all(np.array_equal(a, b) for a, b in zip(checked[rne], fast[rne]))
+    debug = dataclasses.replace(kept, debug=True, sanitize_overflow=True)
+    monkeypatch.setattr(builder, "options", debug)
+    assert skip() is False and builder.options is debug
+
+
 # -- quantizer -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rne", [False, True], ids=["threshold", "rne"])
