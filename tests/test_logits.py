@@ -425,3 +425,45 @@ def test_sglang_exact_path_keeps_an_overflowed_even_dot_infinite() -> None:
     for qk_accum in osg.QK_ACCUM:
         got = osg.slow_columns(qv, codes, ek, oracle.profiles.get("sglang-rne"), qk_accum, np.ones(2, np.float32))
         assert np.isfinite(got.qk).all() and (got.acc == np.float32(np.inf)).all(), (qk_accum, got.acc)
+
+
+def _f32_round(x: Fraction) -> np.float32:
+    """float32 nearest to x (ties to even): float64 rounding would round twice, so this goes
+    through the exact model."""
+    from mxgate.oracle import exact
+
+    return np.uint32(exact.fraction_to_f32_bits(x)).view(np.float32)
+
+
+@pytest.mark.parametrize("seed", [41, 42])
+def test_sglang_exact_path_against_fractions(seed: int) -> None:
+    """slow_columns on finite wide-span cells, every field from Fractions: the dot rounded once
+    (float64 qk, float32 acc for fp32-ksteps), two-dots' even dot rounded to float32 first,
+    sum |even| + |odd|, the per-group sum of |dot_g|, and sum_h relu(qk_h) w_h rounded once."""
+    from mxgate.oracle.scorers import sglang as osg
+
+    rng = np.random.default_rng(seed)
+    H, n = 4, 3
+    # exponent spans far past the fast path's 2^53 (SPAN_FAST), every dot inside float32
+    qv = (rng.standard_normal((H, 128)) * 2.0 ** rng.integers(-120, 40, (H, 128))).astype(np.float32)
+    codes = rng.integers(0, 16, (n, 128)).astype(np.uint8)
+    ek = rng.integers(1, 180, (n, 4)).astype(np.uint8)
+    w = (rng.standard_normal(H) * 2.0 ** rng.integers(-20, 20, H)).astype(np.float32)
+    p = oracle.profiles.get("sglang-rne")
+    k = oracle.dequantize_mx(oracle.pack_nibbles(codes), ek, p)
+    assert np.isfinite(k).all() and np.isfinite(qv).all()
+    F = lambda a: Fraction(float(a))  # noqa: E731 - float32 -> its exact value
+    for qk_accum in osg.QK_ACCUM:
+        got = osg.slow_columns(qv, codes, ek, p, qk_accum, w)
+        for j in range(n):
+            value = Fraction(0)
+            for h in range(H):
+                prods = [F(a) * F(b) for a, b in zip(qv[h], k[j])]
+                even, odd, dot = sum(prods[0::2]), sum(prods[1::2]), sum(prods)
+                groups = sum(abs(sum(prods[32 * g : 32 * g + 32])) for g in range(4))
+                acc = _f32_round(dot) if qk_accum == osg.KSTEPS else _f32_round(F(_f32_round(even)) + odd)
+                assert got.qk[h, j] == float(dot) and got.two[h, j] == float(abs(even) + abs(odd)), (seed, h, j)
+                assert got.groups[h, j] == float(groups), (seed, h, j)
+                assert got.acc[h, j].view(np.uint32) == acc.view(np.uint32), (seed, qk_accum, h, j)
+                value += max(dot, Fraction(0)) * F(w[h])
+            assert got.value[j] == float(value), (seed, j)

@@ -440,6 +440,19 @@ class SlowColumns(NamedTuple):
     dim_abs: np.ndarray  # float64 [H, n]: sum_d |q_d| |k_d| left to right over d
 
 
+def _dyadic_float(num: int, exp: int) -> float:
+    """float64 nearest to num * 2**exp (Python integers): CPython's int-to-float conversion and
+    its int / int division are both correctly rounded (and raise OverflowError past the range,
+    as float(Fraction) does)."""
+    return float(num << exp) if exp >= 0 else num / (1 << -exp)
+
+
+def _float_dyadic(x: float) -> tuple[int, int]:
+    """(m, e) with m * 2**e == x exactly, for a finite float64 (53-bit m; a float32 fits)."""
+    fraction, exponent = math.frexp(x)
+    return int(fraction * (1 << 53)), exponent - 53
+
+
 def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles.Profile, qk_accum: str,
                  w32: np.ndarray) -> SlowColumns:
     """Exact Python-integer evaluation of the positions holding a cell the fast path cannot hold
@@ -449,6 +462,9 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
     H, D = qv.shape
     n = codes.shape[0]
     qm, qe, qfin = f32_parts(qv)  # q = qm * 2^qe, integers
+    km_all, ke_all, kfin_all = f32_parts(kvals)
+    wm, we, _ = f32_parts(w32)
+    q_finite_rows = qfin.all(axis=1)
     acc = np.empty((H, n), dtype=np.float32)
     qk = np.empty((H, n))
     value = np.empty(n)
@@ -460,18 +476,21 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
         for d in range(1, D):
             dim_abs += qa[:, d, None] * ka[None, :, d]
     for j in range(n):
-        km, ke, kfin = f32_parts(kvals[j])
+        km, ke, kfin = km_all[j], ke_all[j], kfin_all[j]
         c = (qm * km[None, :]).astype(object)  # [H, D] exact products, Python ints
         e = qe + ke[None, :]
         base = int(e.min())
-        terms = c * (np.ones_like(e, dtype=object) << (e - base).astype(object))  # c * 2^(e - base)
-        even, odd = terms[:, 0::2].sum(axis=1), terms[:, 1::2].sum(axis=1)
-        gsum = terms.reshape(H, ROW_GROUPS, GROUP).sum(axis=2)
-        ok = bool(kfin.all()) and bool(qfin.all())
-        value_sum = 0
+        terms = c << (e - base).astype(object)  # c * 2^(e - base)
+        # per head, group and parity (d even / odd): every other sum is a sum of these
+        parts = terms.reshape(H, ROW_GROUPS, GROUP // 2, 2).sum(axis=2)
+        even, odd = parts[:, :, 0].sum(axis=1), parts[:, :, 1].sum(axis=1)
+        gsum = parts.sum(axis=2)
+        k_finite = bool(kfin.all())
+        ok = k_finite and bool(q_finite_rows.all())
+        weighted: list[tuple[int, int]] = []  # (integer, exponent) terms of sum_h relu(qk_h) w_h
         naive = 0.0
         for h in range(H):
-            if not (ok or (qfin[h].all() and kfin.all())):
+            if not (ok or (q_finite_rows[h] and k_finite)):
                 with np.errstate(all="ignore"):
                     qh, kt = qv[h].astype(np.float64), kvals[j].astype(np.float64)
                     e64, o64 = float((qh[0::2] * kt[0::2]).sum()), float((qh[1::2] * kt[1::2]).sum())
@@ -480,23 +499,27 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
                     naive += (q64 if q64 != q64 else max(q64, 0.0)) * float(w32[h])
                 qk[h, j], two[h, j], groups[h, j] = q64, abs(e64) + abs(o64), np.nan
                 continue
-            tot = int(even[h]) + int(odd[h])
+            even_h, odd_h = int(even[h]), int(odd[h])
+            tot = even_h + odd_h
             if qk_accum == KSTEPS:
                 acc[h, j] = f32_nearest(tot, base)
             else:
-                first = f32_nearest(int(even[h]), base)
+                first = f32_nearest(even_h, base)
                 if not np.isfinite(first):  # an overflowed first dot stays +-inf: inf + the finite odd dot
                     acc[h, j] = first
                 else:
-                    fm, fe, _ = f32_parts(np.array([first], dtype=np.float32))
-                    lo = min(int(fe[0]), base)
-                    acc[h, j] = f32_nearest((int(fm[0]) << (int(fe[0]) - lo)) + (int(odd[h]) << (base - lo)), lo)
-            qk[h, j] = float(Fraction(tot) * Fraction(2) ** base)
-            two[h, j] = float(Fraction(abs(int(even[h])) + abs(int(odd[h]))) * Fraction(2) ** base)
-            groups[h, j] = float(Fraction(sum(abs(int(x)) for x in gsum[h])) * Fraction(2) ** base)
+                    fm, fe = _float_dyadic(float(first))
+                    lo = min(fe, base)
+                    acc[h, j] = f32_nearest((fm << (fe - lo)) + (odd_h << (base - lo)), lo)
+            qk[h, j] = _dyadic_float(tot, base)
+            two[h, j] = _dyadic_float(abs(even_h) + abs(odd_h), base)
+            groups[h, j] = _dyadic_float(sum(abs(int(x)) for x in gsum[h]), base)
             if tot > 0:
-                wm, we, _ = f32_parts(np.array([w32[h]], dtype=np.float32))
-                value_sum += Fraction(tot * int(wm[0])) * Fraction(2) ** (base + int(we[0]))
+                weighted.append((tot * int(wm[h]), base + int(we[h])))
             naive += max(qk[h, j], 0.0) * float(w32[h])
-        value[j] = float(value_sum) if (ok or np.isfinite(qk[:, j]).all()) else naive
+        if ok or np.isfinite(qk[:, j]).all():
+            low = min((x for _, x in weighted), default=0)
+            value[j] = _dyadic_float(sum(m << (x - low) for m, x in weighted), low)
+        else:
+            value[j] = naive
     return SlowColumns(acc, qk, value, two, groups, dim_abs)
