@@ -329,7 +329,7 @@ def skip_dead_overflow_checks() -> bool:
     is a no-op unless the builder's ``options.debug``, which the interpreter never sets (the
     compiled path drops those asserts the same way without debug). The work was a quarter to a
     third of an sglang quantize call under the interpreter; the kernel's bytes are the same
-    (tests/test_sources.py). Returns whether the checks are off; a triton without these
+    (tests/test_sglang_adapter.py). Returns whether the checks are off; a triton without these
     names, or one in debug mode, is left as it is.
     """
     interpreter = sys.modules.get("triton.runtime.interpreter")

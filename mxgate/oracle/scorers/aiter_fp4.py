@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from types import ModuleType
 from typing import Any
 
@@ -813,7 +812,7 @@ def _ratio_f64(num: int, e: int, correct: bool = False) -> float:
     if num == 0:
         return 0.0
     if correct:
-        return f64_nearest(Fraction(num) * Fraction(2) ** e)
+        return f64_nearest(num, e)
     k = max(0, abs(num).bit_length() - 60)
     m = num >> k if num > 0 else -((-num) >> k)
     return math.ldexp(float(m), e + k)

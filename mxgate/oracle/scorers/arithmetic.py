@@ -221,9 +221,10 @@ def f32_nearest(num: int, exp: int) -> np.float32:
     return np.float32(-value if negative else value)
 
 
-def f64_nearest(value: Fraction) -> float:
-    """The float64 nearest (ties to even) to an exact rational (Fraction rounds correctly)."""
-    return float(value)
+def f64_nearest(num: int, exp: int) -> float:
+    """The float64 nearest (ties to even) to num * 2**exp, Python integers: CPython's int-to-float
+    conversion and its int / int division both round correctly (OverflowError past the range)."""
+    return float(num << exp) if exp >= 0 else num / (1 << -exp)
 
 
 # ---- float64 sums over heads in the bounds ---------------------------------------------------

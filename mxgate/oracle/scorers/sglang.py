@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,7 +44,7 @@ from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.geometry import GROUP, HEAD_DIM, ROW_GROUPS, TOKEN_BYTES
 from mxgate.oracle.scorers import arithmetic as ar
 from mxgate.oracle.scorers import common as v
-from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, add_round_f32, bf16_parts, f32_nearest, f32_parts, head_sum
+from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, add_round_f32, bf16_parts, f32_nearest, f32_parts, f64_nearest, head_sum
 from mxgate.oracle.scorers.arithmetic import weighted_sum_f64
 from mxgate.oracle.scorers.common import ANY_ORDER, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
 from mxgate.oracle.xp import device, ieee_quiet, is_numpy, namespace, pow2_f64, table_on, take, to_numpy
@@ -440,13 +439,6 @@ class SlowColumns(NamedTuple):
     dim_abs: np.ndarray  # float64 [H, n]: sum_d |q_d| |k_d| left to right over d
 
 
-def _dyadic_float(num: int, exp: int) -> float:
-    """float64 nearest to num * 2**exp (Python integers): CPython's int-to-float conversion and
-    its int / int division are both correctly rounded (and raise OverflowError past the range,
-    as float(Fraction) does)."""
-    return float(num << exp) if exp >= 0 else num / (1 << -exp)
-
-
 def _float_dyadic(x: float) -> tuple[int, int]:
     """(m, e) with m * 2**e == x exactly, for a finite float64 (53-bit m; a float32 fits)."""
     fraction, exponent = math.frexp(x)
@@ -511,15 +503,15 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
                     fm, fe = _float_dyadic(float(first))
                     lo = min(fe, base)
                     acc[h, j] = f32_nearest((fm << (fe - lo)) + (odd_h << (base - lo)), lo)
-            qk[h, j] = _dyadic_float(tot, base)
-            two[h, j] = _dyadic_float(abs(even_h) + abs(odd_h), base)
-            groups[h, j] = _dyadic_float(sum(abs(int(x)) for x in gsum[h]), base)
+            qk[h, j] = f64_nearest(tot, base)
+            two[h, j] = f64_nearest(abs(even_h) + abs(odd_h), base)
+            groups[h, j] = f64_nearest(sum(abs(int(x)) for x in gsum[h]), base)
             if tot > 0:
                 weighted.append((tot * int(wm[h]), base + int(we[h])))
             naive += max(qk[h, j], 0.0) * float(w32[h])
         if ok or np.isfinite(qk[:, j]).all():
             low = min((x for _, x in weighted), default=0)
-            value[j] = _dyadic_float(sum(m << (x - low) for m, x in weighted), low)
+            value[j] = f64_nearest(sum(m << (x - low) for m, x in weighted), low)
         else:
             value[j] = naive
     return SlowColumns(acc, qk, value, two, groups, dim_abs)
