@@ -158,32 +158,49 @@ def test_loader_leaves_no_trace(backends, data):
     assert loader.problem(other) is not None  # a process holds one triton mode
 
 
-def test_interpreter_skips_only_its_dead_overflow_checks(backends, data, monkeypatch):
-    """The interpreter's sanitize_overflow work feeds device_assert, a no-op without debug: turning
-    it off (what every launch does) leaves every byte as it was, and debug mode is left alone."""
+def test_interpreter_speed_ups_leave_every_byte(backends, data, monkeypatch):
+    """Both interpreter changes that every launch applies (no dead overflow checks; triton.language
+    patched once per launch, not again per device-function call) leave every byte as it was, cut
+    the language patches, and leave debug mode alone."""
     import dataclasses
 
-    from mxgate.kernels import sources
+    from mxgate.kernels import triton_interpreter
 
     if backends[False].mode != "interpret":
-        pytest.skip("the overflow checks are the CPU interpreter's")
+        pytest.skip("the changes are the CPU interpreter's")
     import triton.runtime.interpreter as interpreter
 
     builder = interpreter.interpreter_builder
     kept = builder.options
+    triton_interpreter.undo_language_patch_once_per_launch()
+    patches = []
+    real_patch = interpreter._patch_lang
+
+    def counted(fn):
+        patches.append(fn)
+        return real_patch(fn)
+
+    monkeypatch.setattr(interpreter, "_patch_lang", counted)
     monkeypatch.setattr(builder, "options", dataclasses.replace(kept, sanitize_overflow=True))
-    skip = sources.skip_dead_overflow_checks
-    monkeypatch.setattr(sources, "skip_dead_overflow_checks", lambda: False)
-    checked = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
-    assert builder.options.sanitize_overflow is True  # the checks ran for these calls
-    monkeypatch.setattr(sources, "skip_dead_overflow_checks", skip)
-    fast = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
+    monkeypatch.setattr(triton_interpreter, "speed_up", lambda: None)
+    try:
+        plain = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
+        plain_patches = len(patches)
+        assert builder.options.sanitize_overflow is True  # the checks ran for these calls
+        monkeypatch.undo()
+        monkeypatch.setattr(interpreter, "_patch_lang", counted)
+        patches.clear()
+        fast = {rne: b.quantize(data["rows"][:64]) for rne, b in backends.items()}
+        assert getattr(interpreter._patch_lang, "_mxgate_once_per_launch", False)
+    finally:
+        triton_interpreter.undo_language_patch_once_per_launch()
     assert builder.options.sanitize_overflow is False and builder.options.debug is False
+    assert 0 < len(patches) < plain_patches  # the nested calls' repeats are gone, the launches' kept
     for rne in backends:
-        assert all(np.array_equal(a, b) for a, b in zip(checked[rne], fast[rne]))
+        assert all(np.array_equal(a, b) for a, b in zip(plain[rne], fast[rne]))
     debug = dataclasses.replace(kept, debug=True, sanitize_overflow=True)
     monkeypatch.setattr(builder, "options", debug)
-    assert skip() is False and builder.options is debug
+    assert triton_interpreter.skip_dead_overflow_checks() is False and builder.options is debug
 
 
 # -- quantizer -----------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ Triton fixes interpreter vs compiled when ``triton`` is first imported in a proc
 standard library is decorated then), so the CPU interpreter needs ``TRITON_INTERPRET=1`` before
 that first import; ``env_scope`` sets it for the import and around every kernel launch and puts
 the environment back afterwards. A process whose triton started in the other mode cannot switch:
-``triton_problem`` says so. Inside ``env_scope``, the interpreter also skips its dead overflow
-checks (``skip_dead_overflow_checks``).
+``triton_problem`` says so. Inside ``env_scope``, the interpreter also skips work whose result
+nothing reads (``triton_interpreter.speed_up``).
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ import subprocess
 import sys
 import threading
 import types
-from dataclasses import dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Literal, Mapping
 
+from mxgate.kernels import triton_interpreter
 from mxgate.kernels.base import Mode  # re-exported: the loaders' mode type
 from mxgate.kernels.quiet import foreign_imports
 
@@ -321,33 +322,12 @@ def triton_problem(mode: Mode) -> str | None:
     return None
 
 
-def skip_dead_overflow_checks() -> bool:
-    """Stop the CPU interpreter computing integer-overflow checks that it then drops unread.
-
-    With ``sanitize_overflow`` on (the interpreter's default), every integer add, sub and mul
-    is done again in int64 and compared with the type's range, to feed ``device_assert``; that
-    is a no-op unless the builder's ``options.debug``, which the interpreter never sets (the
-    compiled path drops those asserts the same way without debug). The work was a quarter to a
-    third of an sglang quantize call under the interpreter; the kernel's bytes are the same
-    (tests/test_sglang_adapter.py). Returns whether the checks are off; a triton without these
-    names, or one in debug mode, is left as it is.
-    """
-    interpreter = sys.modules.get("triton.runtime.interpreter")
-    builder = getattr(interpreter, "interpreter_builder", None)
-    options = getattr(builder, "options", None)
-    if options is None or not is_dataclass(options) or getattr(options, "debug", True):
-        return False
-    if getattr(options, "sanitize_overflow", None) is True:
-        builder.options = replace(options, sanitize_overflow=False)
-    return getattr(builder.options, "sanitize_overflow", None) is False
-
-
 @contextlib.contextmanager
 def env_scope(mode: Mode) -> Iterator[None]:
     """TRITON_INTERPRET as ``mode`` needs it (``1`` or unset) inside, the old value after."""
     check_mode(mode)
     if mode == "interpret":
-        skip_dead_overflow_checks()
+        triton_interpreter.speed_up()
     with _LOCK:
         old = os.environ.get("TRITON_INTERPRET")
         if mode == "interpret":
