@@ -492,7 +492,9 @@ def log2f_value(s: Fraction) -> Fraction:
     return _log2f_value(Fraction(s))
 
 
-@lru_cache(maxsize=1 << 16)
+# 2^17: the bf16 and boundary sweeps ask for ~97k values per profile, in the same order for each;
+# an LRU smaller than that evicts every entry before its reuse
+@lru_cache(maxsize=1 << 17)
 def _log2f_value(s: Fraction) -> Fraction:
     e = floor_log2(s)
     r = s / pow2(e)
