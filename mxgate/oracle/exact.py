@@ -156,8 +156,9 @@ def f32_dyadic(bits: int) -> tuple[int, int, int]:
 def f32_to_fraction(bits: int) -> Fraction:
     """Exact value of a finite float32 bit pattern (+0 and -0 both give 0)."""
     sign, sig, exp = f32_dyadic(bits)
-    value = sig * pow2(exp)
-    return -value if sign else value
+    if sign:
+        sig = -sig
+    return Fraction(sig << exp) if exp >= 0 else Fraction(sig, 1 << -exp)
 
 
 def f32_decode(bits: int) -> Fraction | Special:
@@ -172,8 +173,24 @@ def f32_decode(bits: int) -> Fraction | Special:
 def fraction_to_f32_bits(x: Fraction, negative_zero: bool = False) -> int:
     """Correctly rounded (nearest, ties to even) float32 of x; overflow gives +-Inf.
     A zero result keeps the sign of x, or `negative_zero` when x is exactly 0."""
-    sign = 1 if x < 0 or (x == 0 and negative_zero) else 0
-    sig, q = round_nearest_even(abs(Fraction(x)), 24, -126)
+    if not isinstance(x, Fraction):
+        x = Fraction(x)
+    n, d = x.numerator, x.denominator
+    sign = 1 if n < 0 or (n == 0 and negative_zero) else 0
+    if d & (d - 1) == 0:  # a dyadic value (every float and scaled float): integers only
+        sig, q = round_dyadic_nearest_even(abs(n), 1 - d.bit_length(), 24, -126)
+    else:
+        sig, q = round_nearest_even(abs(x), 24, -126)
+    return _f32_pack(sign, sig, q)
+
+
+def dyadic_to_f32_bits(sign: int, sig: int, exp: int) -> int:
+    """fraction_to_f32_bits of (-1)^sign * sig * 2^exp (sig >= 0); a zero keeps `sign`."""
+    return _f32_pack(sign, *round_dyadic_nearest_even(sig, exp, 24, -126))
+
+
+def _f32_pack(sign: int, sig: int, q: int) -> int:
+    """float32 bits of (-1)^sign * sig * 2^q, already rounded to 24 bits (overflow to +-Inf)."""
     if sig < 1 << 23:  # subnormal or zero: q == -149
         return (sign << 31) | sig
     field = q + 150  # sig * 2^q = (sig / 2^23) * 2^(q + 23)
@@ -359,24 +376,43 @@ def _break_tie(lo: int, hi: int, negative: bool, tie: str) -> int:
     raise ValueError(f"unknown tie rule {tie!r}")
 
 
+# Every E2M1 magnitude is m/2 for an integer m: distances to them compare as integers.
+_E2M1_HALVES = tuple(int(2 * _e2m1_magnitude(i)) for i in range(8))
+assert all(2 * _e2m1_magnitude(i) == m for i, m in enumerate(_E2M1_HALVES))
+
+
 def _encode_e2m1_value(x: Fraction, sign_bit: int, p: Profile) -> int:
     """Nearest of the 8 magnitudes (so anything above 6 saturates to 6), ties per profile,
     then the sign, with the sign of a zero result per profile.zero_sign."""
-    mag = abs(x)
-    dist = [abs(mag - _e2m1_magnitude(i)) for i in range(8)]
+    return _encode_e2m1_halves(2 * abs(x.numerator), x.denominator, x < 0, sign_bit, p)
+
+
+def _encode_e2m1_dyadic(sig: int, exp: int, sign_bit: int, p: Profile) -> int:
+    """_encode_e2m1_value of (-1)^sign_bit * sig * 2^exp (sig >= 0)."""
+    negative = sign_bit == 1 and sig != 0  # -0 is not below zero
+    s = exp + 1  # twice the magnitude is sig * 2^s
+    if s >= 0:
+        return _encode_e2m1_halves(sig << s, 1, negative, sign_bit, p)
+    return _encode_e2m1_halves(sig, 1 << -s, negative, sign_bit, p)
+
+
+def _encode_e2m1_halves(num: int, den: int, negative: bool, sign_bit: int, p: Profile) -> int:
+    """_encode_e2m1_value of a value whose magnitude is num / (2 den), den > 0, negative when
+    x < 0: den * |2|x| - m| = |num - m den| is each distance, scaled by den, in integers."""
+    dist = [abs(num - m * den) for m in _E2M1_HALVES]
     best = min(dist)
     nearest = [i for i in range(8) if dist[i] == best]
     if len(nearest) == 1:
         i = nearest[0]
     else:
         lo, hi = nearest
-        i = _break_tie(lo, hi, x < 0, p.tie)
+        i = _break_tie(lo, hi, negative, p.tie)
     if i != 0:
         return i | (sign_bit << 3)
     if p.zero_sign == "keep":
         return sign_bit << 3
     if p.zero_sign == "if_negative":
-        return 0x8 if x < 0 else 0x0
+        return 0x8 if negative else 0x0
     if p.zero_sign == "clear":
         return 0x0
     raise ValueError(f"unknown zero_sign rule {p.zero_sign!r}")
@@ -385,13 +421,17 @@ def _encode_e2m1_value(x: Fraction, sign_bit: int, p: Profile) -> int:
 def encode_e2m1(x_bits_f32: int, profile: str | Profile) -> int:
     """E2M1 code 0..15 of one float32 value under a profile (no scaling)."""
     _check_u32(x_bits_f32, "x_bits_f32")
-    p = _get_profile(profile)
-    if f32_is_nan(x_bits_f32):
-        return _e2m1_nan_code(x_bits_f32, p)
-    sign = f32_sign(x_bits_f32)
-    if f32_is_inf(x_bits_f32):
+    return _encode_e2m1_bits(x_bits_f32, _get_profile(profile))
+
+
+def _encode_e2m1_bits(bits: int, p: Profile) -> int:
+    if f32_is_nan(bits):
+        return _e2m1_nan_code(bits, p)
+    sign = f32_sign(bits)
+    if f32_is_inf(bits):
         return _e2m1_inf_code(sign, p)
-    return _encode_e2m1_value(f32_to_fraction(x_bits_f32), sign, p)
+    _, sig, exp = f32_dyadic(bits)
+    return _encode_e2m1_dyadic(sig, exp, sign, p)
 
 
 def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quotient: Quotient = "exact") -> int:
@@ -421,21 +461,22 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
     if e8m0_byte == 0xFF and nan_scale == "inf":  # x / +Inf
         if f32_is_inf(x_bits):
             return _e2m1_nan_code(F32_X86_DEFAULT_NAN, p)
-        return _encode_e2m1_value(Fraction(0), sign, p)
+        return _encode_e2m1_dyadic(0, 0, sign, p)
     if f32_is_inf(x_bits):
         return _e2m1_inf_code(sign, p)
-    q = f32_to_fraction(x_bits) / _e8m0_divisor(e8m0_byte, p)
+    _, sig, exp = f32_dyadic(x_bits)
+    exp -= _e8m0_divisor_log2(e8m0_byte, p)  # x / 2^k, exactly: only the exponent moves
     if quotient == "f32":
-        return encode_e2m1(fraction_to_f32_bits(q, negative_zero=bool(sign)), p)
-    return _encode_e2m1_value(q, sign, p)
+        return _encode_e2m1_bits(dyadic_to_f32_bits(sign, sig, exp), p)
+    return _encode_e2m1_dyadic(sig, exp, sign, p)
 
 
-def _e8m0_divisor(e8m0_byte: int, p: Profile) -> Fraction:
-    """What a finite element is divided by under a byte below 255: 2^(byte - 127), and for byte 0
-    profile.scale0_divisor's 2^-127 (pow2), 2^-126 (min_normal) or 1 (one)."""
+def _e8m0_divisor_log2(e8m0_byte: int, p: Profile) -> int:
+    """k, where a finite element is divided by 2^k under a byte (255 only taken literally):
+    byte - 127, and for byte 0 profile.scale0_divisor's -127 (pow2), -126 (min_normal) or 0 (one)."""
     if e8m0_byte == 0:
-        return {"pow2": pow2(-127), "min_normal": pow2(-126), "one": Fraction(1)}[getattr(p, "scale0_divisor", "pow2")]
-    return pow2(e8m0_byte - 127)
+        return {"pow2": -127, "min_normal": -126, "one": 0}[getattr(p, "scale0_divisor", "pow2")]
+    return e8m0_byte - 127
 
 
 def scaled_f32_bits(x_bits: int, e8m0_byte: int, profile: str | Profile) -> int:
@@ -454,11 +495,10 @@ def scaled_f32_bits(x_bits: int, e8m0_byte: int, profile: str | Profile) -> int:
         return F32_X86_DEFAULT_NAN if f32_is_inf(x_bits) else sign
     if f32_is_inf(x_bits):
         return x_bits
-    divisor = pow2(128) if e8m0_byte == 0xFF else _e8m0_divisor(e8m0_byte, p)
-    q = f32_to_fraction(x_bits) / divisor
-    if abs(q) >= pow2(128) - pow2(103):  # rounds past FLT_MAX (2^128 - 2^104) to +-Inf
-        return sign | F32_INF
-    return fraction_to_f32_bits(q, negative_zero=bool(sign))
+    _, sig, exp = f32_dyadic(x_bits)
+    # Byte 255 divides by 2^128; a quotient from 2^128 - 2^103 up rounds past FLT_MAX to +-Inf.
+    exp -= _e8m0_divisor_log2(e8m0_byte, p)
+    return dyadic_to_f32_bits(sign >> 31, sig, exp)
 
 
 # ---------------------------------------------------------------------------------------------
