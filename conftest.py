@@ -20,9 +20,9 @@ BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 def _share_cores_with_workers(config) -> None:
     """With ``-n N``, each of the N workers gets cores / N BLAS threads (set before the workers
     start, so before their NumPy loads BLAS; a value the user set is kept). OpenBLAS otherwise
-    starts a thread per core in every worker: on two busy cores its threads wait on each other,
-    and the scorers' small float64 matmuls took 2.3x as long (test_twin_scorers_sglang's configs
-    test: 14.5 s, 6.2 s with one thread)."""
+    starts a thread per core in every worker: with the other core busy, its threads wait on each
+    other over the scorers' small float64 matmuls (test_twin_scorers_sglang's configs test beside
+    a busy loop: 10.9 s and 12.9 s of CPU with two threads, 7.4 s and 6.9 s with one)."""
     workers = getattr(config.option, "numprocesses", None)
     if not isinstance(workers, int) or workers < 1:
         return
