@@ -353,6 +353,41 @@ def test_a_lone_worker_imports_torch_only_if_its_backend_does(tmp_path: Path) ->
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stdout + done.stderr[-2000:]
 
 
+_PRELOAD_PROBE = """\
+import os
+
+
+def pytest_sessionfinish(session):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        from multiprocessing import forkserver
+
+        from mxgate.kernels import isolation
+
+        started = bool(isolation._SERVER.get("environment"))
+        preloaded = "torch" in (forkserver._forkserver._preload_modules or ())
+        with open(f"probe-{worker}.txt", "w") as f:
+            f.write(f"{started} {preloaded}")
+"""
+
+
+def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(tmp_path: Path) -> None:
+    """An xdist worker starts its backends one by one at their first calls: the first start of a
+    gate of several backends preloads torch in the fork server for the rest, so that each of them
+    does not import it again (docs/results/cpu-2026-12-06-speed.md)."""
+    (tmp_path / "preload_probe.py").write_text(_PRELOAD_PROBE)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "preload_probe", "-p", "no:cacheprovider", "-q",
+                           "--pyargs", "mxgate.conformance", "--backend", "ml_dtypes", "--backend", "torch",
+                           "--tier", "quick", "-n", "2", "-k", "e4m3fn"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
+    probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
+    assert len(probes) == 2 and "True True" in probes, probes  # a worker that started a backend preloaded
+    assert "True False" not in probes, probes
+
+
 def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> None:
     plain = mxgate(["vectors", "verify", "--dir", "no-such-folder"], tmp_path, timeout=60)
     assert plain.returncode == outcome.EXIT_USAGE and "Traceback" not in plain.stderr

@@ -304,6 +304,8 @@ def isolated_backend(config: pytest.Config, name: str):
 
         status = _statuses(config)[name]
         worker = _Worker(name, config.getoption("--device"), timeout(config), startup_timeout(config))
+        # an xdist worker starts its backends one by one: the first start may preload torch for the rest
+        worker.starts_beside = len(selected_backends(config))
         cache[name] = IsolatedBackend(status["described"], worker, _policy(config))  # starts at its first call
     return cache[name]
 

@@ -61,8 +61,9 @@ _CONTEXT = multiprocessing.get_context("spawn")
 # there. Each worker then pays only for its own backend's import, not for Python, NumPy and torch
 # again (seventeen workers on two cores: most of the start-up). The server starts under the
 # workers' environment; a worker whose environment differs from the server's is spawned.
-# torch (over a second of CPU) is preloaded only when the first start starts several workers:
-# a lone worker imports it itself if its backend needs it, and most lone backends do not.
+# torch (over a second of CPU) is preloaded only when the first start starts several workers, or
+# may start several one by one (a pytest-xdist worker of a gate of several backends): a lone
+# worker imports it itself if its backend needs it, and most lone backends do not.
 _PRELOAD = ("mxgate.kernels.isolation", "numpy")
 _PRELOAD_SHARED = ("torch",)
 _SERVER: dict[str, Any] = {}  # "environment": the one the fork server was started under; "broken": True
@@ -513,6 +514,9 @@ class _Worker:
         self.unstable: list[tuple[str, int]] = []  # (op, elements that differed between repeat calls)
         self.hung: dict[str, str] = {}  # op -> the cause of its timeout: a hung op is not called again
         self.busy = False  # a call was sent and its reply not read: the worker reads no stop request
+        # How many workers this process may start, one by one, at first calls: the first start of a
+        # process decides the fork server's preloads (torch only where several workers may use it)
+        self.starts_beside = 1
 
     # starting and loading
 
@@ -570,7 +574,7 @@ class _Worker:
         raise BackendLoadFailed(self.name, op, f"failed to load: raised {type_name}: {message}".rstrip(": "))
 
     def start(self, op: str = "*") -> Description:
-        self.begin()
+        self.begin(self.starts_beside)
         return self.finish_start(op)
 
     # calls
