@@ -379,8 +379,8 @@ def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(t
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "preload_probe", "-p", "no:cacheprovider", "-q",
-                           "--pyargs", "mxgate.conformance", "--backend", "ml_dtypes", "--backend", "torch",
-                           "--tier", "quick", "-n", "2", "-k", "e4m3fn"],
+                           "--pyargs", "mxgate.conformance.test_elements", "--backend", "ml_dtypes",
+                           "--backend", "torch", "--tier", "quick", "-n", "2", "-k", "test_e4m3_decode"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
     probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
