@@ -76,8 +76,10 @@ def round_nearest_even(x: Fraction, precision: int, emin: int) -> tuple[int, int
         raise ValueError("round_nearest_even takes a magnitude")
     if x == 0:
         return 0, emin - (precision - 1)
-    q = max(floor_log2(x), emin) - (precision - 1)
     n, d = x.numerator, x.denominator
+    if d & (d - 1) == 0:  # dyadic (every float, scaled float and exact sum of them): integers only
+        return round_dyadic_nearest_even(n, 1 - d.bit_length(), precision, emin)
+    q = max(floor_log2(x), emin) - (precision - 1)
     if q >= 0:
         d <<= q
     else:
@@ -173,15 +175,9 @@ def f32_decode(bits: int) -> Fraction | Special:
 def fraction_to_f32_bits(x: Fraction, negative_zero: bool = False) -> int:
     """Correctly rounded (nearest, ties to even) float32 of x; overflow gives +-Inf.
     A zero result keeps the sign of x, or `negative_zero` when x is exactly 0."""
-    if not isinstance(x, Fraction):
-        x = Fraction(x)
-    n, d = x.numerator, x.denominator
-    sign = 1 if n < 0 or (n == 0 and negative_zero) else 0
-    if d & (d - 1) == 0:  # a dyadic value (every float and scaled float): integers only
-        sig, q = round_dyadic_nearest_even(abs(n), 1 - d.bit_length(), 24, -126)
-    else:
-        sig, q = round_nearest_even(abs(x), 24, -126)
-    return _f32_pack(sign, sig, q)
+    x = Fraction(x)
+    sign = 1 if x < 0 or (x == 0 and negative_zero) else 0
+    return _f32_pack(sign, *round_nearest_even(abs(x), 24, -126))
 
 
 def dyadic_to_f32_bits(sign: int, sig: int, exp: int) -> int:
