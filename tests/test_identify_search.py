@@ -35,3 +35,55 @@ def test_count_below_is_the_count_wherever_it_is_below_the_limit(truth: str) -> 
                 # no run on the whole pool yet: the sample's count alone settled a positive limit
                 settled_by_sample += sampled._evaluations == 0
     assert settled_by_sample > 0  # the shortcut is taken, not only the fallback
+
+
+def _counting(driver):
+    """``driver`` with a reference that counts its calls (one counter: drivers given the same one
+    share a reference, as the FP4 block ops do)."""
+    calls = [0]
+    reference = driver.reference
+
+    def counted(p, cases):
+        calls[0] += 1
+        return reference(p, cases)
+
+    return counted, calls
+
+
+def test_ops_on_one_pool_share_the_oracles_runs_within_an_identify_run() -> None:
+    """Within search.sharing_runs (one identify run), a second op with the same reference, unit
+    layout and cases asks the oracle for nothing, and its inference equals the one made alone;
+    outside the scope nothing is shared or kept."""
+    from dataclasses import replace
+
+    first, second = DRIVERS[OpName.FP4_INDEXER_QUANTIZE], DRIVERS[OpName.SGLANG_PAGE68_STORE]
+    assert first.reference is second.reference and first.widths == second.widths
+    counted, calls = _counting(first)
+    first, second = replace(first, reference=counted), replace(second, reference=counted)
+    pool = first.pool()
+    planted = replace(profiles.get("gfx950"), name="planted-ties-away", tie="away")
+    with np.errstate(all="ignore"):
+        backend = first.units(first.reference(planted, pool), pool.shape[0])
+
+    def summary(inference: search.Inference) -> tuple:
+        return (inference.best, inference.unexplained, inference.matches, inference.nearest, inference.differs,
+                {f: (d.value, d.consistent, d.read, [tuple(vars(e).values()) for e in d.evidence])
+                 for f, d in inference.fields.items()})
+
+    def runs(f) -> tuple[object, int]:
+        calls[0] = 0
+        out = f()
+        return out, calls[0]
+
+    alone = [runs(lambda d=d: summary(search.infer(d, pool, backend, "gfx950"))) for d in (first, second)]
+    alone_cases = [runs(lambda d=d: search.separating_cases(d, pool, "gfx950")) for d in (first, second)]
+    assert alone[0][1] == alone[1][1] > 0 and alone_cases[0][1] == alone_cases[1][1] > 0
+    with search.sharing_runs():
+        shared = [runs(lambda d=d: summary(search.infer(d, pool, backend, "gfx950"))) for d in (first, second)]
+        shared_cases = [runs(lambda d=d: search.separating_cases(d, pool, "gfx950")) for d in (first, second)]
+    assert 0 < shared[0][1] <= alone[0][1] and shared[1][1] == 0  # the shared memo keeps more runs
+    assert [calls for _, calls in shared_cases] == [alone_cases[0][1], 0]
+    assert [out for out, _ in shared] == [out for out, _ in alone]
+    assert alone[0][0][2] == [] and alone[0][0][4] == {"tie": ("away", "even")}  # the planted field, found
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(shared_cases, alone_cases))
+    assert runs(lambda: search.infer(second, pool, backend, "gfx950"))[1] == alone[1][1]  # nothing kept after

@@ -128,15 +128,16 @@ def identify(name: str, ops: list[str] | None = None, device: str = "cpu", *, ti
         wanted = ops or [op for op in supported_ops() if op in implemented]
         if not ops:
             result.not_probed = sorted(op for op in implemented if op not in supported_ops())
-        for op in wanted:
-            status = backend.available_for(op)
-            if not status:
-                result.not_run.append((op, status.reason))
-                continue
-            say(f"{op} (declared {implemented[op].profile})")
-            run, declared = implemented[op].run, implemented[op].profile
-            result.ops.append(_identify_scorer(SCORERS[op], run, declared) if op in SCORERS
-                              else _identify_op(DRIVERS[op], run, declared))
+        with search.sharing_runs():  # ops on one pool under one reference share the oracle's runs
+            for op in wanted:
+                status = backend.available_for(op)
+                if not status:
+                    result.not_run.append((op, status.reason))
+                    continue
+                say(f"{op} (declared {implemented[op].profile})")
+                run, declared = implemented[op].run, implemented[op].profile
+                result.ops.append(_identify_scorer(SCORERS[op], run, declared) if op in SCORERS
+                                  else _identify_op(DRIVERS[op], run, declared))
         return result
     finally:
         backend.close()

@@ -26,7 +26,11 @@ explains every other unit.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import itertools
+from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -104,6 +108,65 @@ SAMPLE_STRIDE = 8
 _SAMPLED_FROM = 4096  # smaller pools are counted whole
 
 
+# Within one identify run, ops whose driver has the same reference and unit layout and that send
+# the same cases share the oracle's runs (the FP4 block stores and the indexer's quantizer all run
+# quantize_mx on one pool, AITER's references on another) and the separating cases of their pool.
+# The sets of cases most recently used are kept, each with as many runs as fit a budget (a search
+# asks for ~100 runs; the next op asks again from its start), and nothing outlives the scope.
+_SHARED_CASE_SETS = 3
+_SHARED_BYTES = 128 << 20  # per set of cases
+_shared: OrderedDict[tuple, profiles.MemoByReads] | None = None
+_separating: dict[tuple, np.ndarray] | None = None
+
+
+@contextlib.contextmanager
+def sharing_runs() -> Iterator[None]:
+    """A scope in which evaluators on equal cases of equal drivers share the oracle's runs."""
+    global _shared, _separating
+    outer = _shared, _separating
+    _shared, _separating = OrderedDict(), {}
+    try:
+        yield
+    finally:
+        _shared, _separating = outer
+
+
+def _reference_key(driver: Driver, cases: np.ndarray) -> tuple:
+    """What an oracle run on ``cases`` depends on besides the profile."""
+    digest = hashlib.blake2b(np.ascontiguousarray(cases).view(np.uint8).reshape(-1), digest_size=16).digest()
+    return driver.reference, driver.widths, driver.nan_equal, cases.dtype.str, cases.shape, digest
+
+
+def _oracle_units(driver: Driver, cases: np.ndarray, p: Profile) -> np.ndarray | None:
+    """The oracle's units under ``p`` on ``cases``, or None where the oracle rejects the profile."""
+    try:
+        with np.errstate(all="ignore"):
+            out = driver.reference(p, cases)
+    except (TypeError, ValueError):
+        return None
+    units = driver.units(out, cases.shape[0])
+    units.setflags(write=False)  # shared between candidates
+    return units
+
+
+def _runs_of(driver: Driver, cases: np.ndarray) -> profiles.MemoByReads:
+    """The memo of oracle runs on ``cases``: the scope's shared one, else one of its own."""
+    def run(p: Profile) -> np.ndarray | None:
+        return _oracle_units(driver, cases, p)
+
+    if _shared is None:
+        return profiles.MemoByReads(run, limit=_KEPT_RUNS)
+    key = _reference_key(driver, cases)
+    memo = _shared.get(key)
+    if memo is None:
+        run_bytes = max(1, cases.shape[0] * sum(driver.widths) * 8)  # int64 units at most
+        memo = _shared[key] = profiles.MemoByReads(run, limit=max(_KEPT_RUNS, _SHARED_BYTES // run_bytes))
+        while len(_shared) > _SHARED_CASE_SETS:
+            _shared.popitem(last=False)
+    _shared.move_to_end(key)
+    return memo
+
+
 class Evaluator:
     """Units of the oracle under candidate profiles on one set of cases, against the backend's."""
 
@@ -112,7 +175,8 @@ class Evaluator:
         self._counts: dict[tuple, int] = {}
         self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
         self._evaluations = 0  # oracle runs on these cases
-        self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)
+        self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)  # counts the runs this evaluator asks for
+        self._oracle = _runs_of(driver, cases)
         self._parts: dict[object, tuple[np.ndarray, Evaluator]] = {}  # tag -> (rows, evaluator on them)
 
     @property
@@ -150,14 +214,7 @@ class Evaluator:
 
     def _run(self, p: Profile) -> np.ndarray | None:
         self._evaluations += 1
-        try:
-            with np.errstate(all="ignore"):
-                out = self.driver.reference(p, self.cases)
-        except (TypeError, ValueError):
-            return None
-        units = self.driver.units(out, self.cases.shape[0])
-        units.setflags(write=False)  # shared between candidates
-        return units
+        return self._oracle(p)  # its reads reach this evaluator's memo
 
     def units(self, p: Profile) -> np.ndarray | None:
         """The oracle's units under ``p``, or None where the oracle rejects the profile."""
@@ -536,6 +593,16 @@ def separating_cases(driver: Driver, pool: np.ndarray, declared_profile: str | N
     """Indices of pool cases that separate every registered profile (those distinct on this op)
     from each of its single-field variants over the op's declared fields, and from each other:
     the first ``per_pair`` cases of each pair that differ."""
+    key = (_reference_key(driver, pool), driver.fields, declared_profile, per_pair)
+    if _separating is not None and key in _separating:
+        return _separating[key].copy()
+    chosen = _separating_cases(driver, pool, declared_profile, per_pair)
+    if _separating is not None:
+        _separating[key] = chosen.copy()
+    return chosen
+
+
+def _separating_cases(driver: Driver, pool: np.ndarray, declared_profile: str | None, per_pair: int) -> np.ndarray:
     n = pool.shape[0]
     chosen: set[int] = set()
     bases: list[np.ndarray] = []
