@@ -109,7 +109,12 @@ def test_candidates_hold_every_registered_and_type_value() -> None:
 # ---- built-in backends -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", list(BUILT_IN))
+# the tests that read one identify result (a module cache) run on one xdist worker, so it is made once
+_SHARED_RESULT = {"oracle": pytest.mark.xdist_group("identify-oracle"),
+                  "triton-mxfp": pytest.mark.xdist_group("identify-triton-mxfp")}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_SHARED_RESULT.get(n, ())) for n in BUILT_IN])
 def test_built_in_backend_named_by_its_declared_profile(name: str) -> None:
     if name == "vllm-triton" and not os.environ.get("MXGATE_VLLM_SRC"):
         pytest.skip("MXGATE_VLLM_SRC is not set (no vLLM checkout)")
@@ -122,6 +127,7 @@ def test_built_in_backend_named_by_its_declared_profile(name: str) -> None:
         assert op.declared in op.inference.matches, (name, op.op, op.inference.matches)
 
 
+@_SHARED_RESULT["oracle"]
 def test_oracle_indexer_op_decided_by_its_side_probes() -> None:
     """The oracle's indexer op: the Q blocks name gfx950's FP4 rules, the side calls its front
     end (rsqrt-rn+fma only) and FP8 fields; every match equals gfx950 in every decided field."""
@@ -142,6 +148,7 @@ def test_oracle_indexer_op_decided_by_its_side_probes() -> None:
     assert "fp8_overflow" in "\n".join(report.text(result))
 
 
+@_SHARED_RESULT["triton-mxfp"]
 def test_triton_mxfp_encoder_is_unexplained() -> None:
     """triton.tools.mxfp pulls values within ~1e-6 of a midpoint to the even neighbour in any
     tensor of more than one element (docs/permitted-variations.md): no field explains that."""
