@@ -520,3 +520,27 @@ def test_input_validation() -> None:
         X.encode_e2m1_scaled(0, 256, "gfx950")
     with pytest.raises(ValueError):
         X.encode_e2m1(0, "nope")
+
+
+def test_log2f_escalates_where_the_first_precision_leaves_a_boundary_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first try too coarse to decide (4 digits: an interval of +-0.1) hands every input to the
+    next precision, whose answers are the usual ones; the sequence ends at 1920 digits as before."""
+    assert X._LOG2_PRECISIONS[0] == 20 and X._LOG2_PRECISIONS[-1] == 1920
+    inputs = [0x41800001, 0x41800006, 0x3F800001, 0x3FB504F3, 0x7F7FFFFF, 0x00000003, 0x00400001, 0x4B7FFFFF]
+    X._log2f_value.cache_clear()
+    usual = [X.log2f_bits(u) for u in inputs]
+    tried: list[int] = []
+    approx = X._log2_approx
+
+    def recorded(r, prec):
+        tried.append(prec)
+        return approx(r, prec)
+
+    monkeypatch.setattr(X, "_log2_approx", recorded)
+    monkeypatch.setattr(X, "_LOG2_PRECISIONS", (4, 60))
+    X._log2f_value.cache_clear()
+    try:
+        assert [X.log2f_bits(u) for u in inputs] == usual
+    finally:
+        X._log2f_value.cache_clear()  # no value decided under the patched sequence stays memoised
+    assert tried == [4, 60] * len(inputs)  # none is a power of two (those need no approximation)
