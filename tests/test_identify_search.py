@@ -60,7 +60,7 @@ def test_ops_on_one_pool_share_the_oracles_runs_within_an_identify_run() -> None
     assert first.reference is second.reference and first.widths == second.widths
     counted, calls = _counting(first)
     first, second = replace(first, reference=counted), replace(second, reference=counted)
-    pool = first.pool()
+    pool = first.pool()[::3]  # a third of the probes: enough to find the planted tie rule
     planted = replace(profiles.get("gfx950"), name="planted-ties-away", tie="away")
     with np.errstate(all="ignore"):
         backend = first.units(first.reference(planted, pool), pool.shape[0])
