@@ -459,7 +459,9 @@ def test_sweep_device_bf16_counts_exactly() -> None:
 
 def test_oracle_and_package_import_no_torch() -> None:
     # nor ml_dtypes (a peer, and half a second of every start-up): its dtypes are accepted by name
-    code = ("import sys, mxgate, mxgate.oracle, mxgate.oracle.ops, mxgate.oracle.layouts, mxgate.oracle.scorers; "
+    # explain too: the gate imports it to explain a failing cell (its bf16 inputs are known by name)
+    code = ("import sys, mxgate, mxgate.oracle, mxgate.oracle.ops, mxgate.oracle.layouts, mxgate.oracle.scorers, "
+            "mxgate.explain, mxgate.explain.inputs, mxgate.explain.classify; "
             "assert not {'torch', 'triton', 'ml_dtypes'} & set(sys.modules), sorted(sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
