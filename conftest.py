@@ -1,6 +1,6 @@
 """Repository-level pytest setup: load the mxgate plugin when it is not installed as an entry point,
 compile mxgate's bytecode once for the processes the tests start, and give each xdist worker its
-share of the cores for BLAS."""
+share of the cores for BLAS and the oracle's threads."""
 
 from __future__ import annotations
 
@@ -14,15 +14,18 @@ if not any(ep.value == "mxgate.conformance.plugin" for ep in entry_points(group=
     pytest_plugins = ["mxgate.conformance.plugin"]
 
 
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# BLAS's threads and the oracle's (mxgate.oracle.parallel); the gate runs the tests start inherit them
+WORKER_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MXGATE_THREADS")
 
 
 def _share_cores_with_workers(config) -> None:
-    """With ``-n N``, each of the N workers gets cores / N BLAS threads (set before the workers
-    start, so before their NumPy loads BLAS; a value the user set is kept). OpenBLAS otherwise
-    starts a thread per core in every worker: with the other core busy, its threads wait on each
-    other over the scorers' small float64 matmuls (test_twin_scorers_sglang's configs test beside
-    a busy loop: 10.9 s and 12.9 s of CPU with two threads, 7.4 s and 6.9 s with one)."""
+    """With ``-n N``, each of the N workers gets cores / N BLAS and oracle threads (set before the
+    workers start, so before their NumPy loads BLAS; a value the user set is kept). OpenBLAS
+    otherwise starts a thread per core in every worker: with the other core busy, its threads wait
+    on each other over the scorers' small float64 matmuls (test_twin_scorers_sglang's configs test
+    beside a busy loop: 10.9 s and 12.9 s of CPU with two threads, 7.4 s and 6.9 s with one). The
+    oracle's block threads likewise only contend with the other worker (identify's and the exact
+    model's test files under -n 2: 126 s and 133 s of CPU with two, 121 s and 122 s with one)."""
     workers = getattr(config.option, "numprocesses", None)
     if not isinstance(workers, int) or workers < 1:
         return
@@ -30,7 +33,7 @@ def _share_cores_with_workers(config) -> None:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # platforms without affinity
         cores = os.cpu_count() or 1
-    for name in BLAS_THREADS:
+    for name in WORKER_THREADS:
         os.environ.setdefault(name, str(max(1, cores // workers)))
 
 
