@@ -87,3 +87,16 @@ def test_ops_on_one_pool_share_the_oracles_runs_within_an_identify_run() -> None
     assert alone[0][0][2] == [] and alone[0][0][4] == {"tie": ("away", "even")}  # the planted field, found
     assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(shared_cases, alone_cases))
     assert runs(lambda: search.infer(second, pool, backend, "gfx950"))[1] == alone[1][1]  # nothing kept after
+
+
+def test_units_take_the_narrowest_type_that_holds_every_output() -> None:
+    """Byte outputs give uint8 units, float32 bits or 16/32-bit unsigned ones uint32, anything else
+    int64; the values are the outputs' in each case."""
+    driver = DRIVERS[OpName.MX_QUANTIZE]  # outputs: 32 nibbles and a scale byte per block
+    rng = np.random.default_rng(20261206)
+    nibbles, e8m0 = rng.integers(0, 16, (5, 32), dtype=np.uint8), rng.integers(0, 256, 5, dtype=np.uint8)
+    expected = np.concatenate([nibbles, e8m0[:, None]], axis=1).astype(np.int64)
+    for outputs, dtype in (((nibbles, e8m0), np.uint8), ((nibbles, e8m0.astype(np.uint16)), np.uint32),
+                           ((nibbles.astype(np.uint32), e8m0), np.uint32), ((nibbles, e8m0.astype(np.int32)), np.int64)):
+        units = driver.units(outputs, 5)
+        assert units.dtype == dtype and np.array_equal(units.astype(np.int64), expected), (dtype, units.dtype)

@@ -74,11 +74,17 @@ class Driver:
         return op_table.spec(self.op).profile_fields
 
     def units(self, outputs: tuple[np.ndarray, ...], cases: int) -> np.ndarray:
-        """[cases, units]: uint32 where every output is float32 bits or unsigned of at most 32
-        bits (half the memory traffic of the search's compares), else int64."""
+        """[cases, units]: uint8 where every output is bytes (codes and scale bytes: the search
+        compares a quarter of the memory), else uint32 where every output is float32 bits or
+        unsigned of at most 32 bits, else int64."""
         arrays = [np.asarray(out) for out in outputs]
-        narrow = all(a.dtype == np.float32 or (a.dtype.kind == "u" and a.dtype.itemsize <= 4) for a in arrays)
-        units = np.empty((cases, sum(self.widths)), np.uint32 if narrow else np.int64)
+        if all(a.dtype == np.uint8 for a in arrays):
+            dtype = np.uint8
+        elif all(a.dtype == np.float32 or (a.dtype.kind == "u" and a.dtype.itemsize <= 4) for a in arrays):
+            dtype = np.uint32
+        else:
+            dtype = np.int64
+        units = np.empty((cases, sum(self.widths)), dtype)
         column = 0
         for a, width, nan_equal in zip(arrays, self.widths, self.nan_equal):
             part = units[:, column:column + width]
