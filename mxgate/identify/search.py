@@ -174,7 +174,7 @@ class Evaluator:
         self.driver, self.cases, self.backend = driver, cases, backend_units
         self._counts: dict[tuple, int] = {}
         self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
-        self._evaluations = 0  # oracle runs on these cases
+        self._evaluations = 0  # oracle runs on these cases asked for here (sharing_runs: maybe made by another op)
         self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)  # counts the runs this evaluator asks for
         self._oracle = _runs_of(driver, cases)
         self._parts: dict[object, tuple[np.ndarray, Evaluator]] = {}  # tag -> (rows, evaluator on them)
