@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -149,13 +149,14 @@ def _oracle_units(driver: Driver, cases: np.ndarray, p: Profile) -> np.ndarray |
     return units
 
 
-def _runs_of(driver: Driver, cases: np.ndarray) -> profiles.MemoByReads:
-    """The memo of oracle runs on ``cases``: the scope's shared one, else one of its own."""
+def _runs_of(driver: Driver, cases: np.ndarray) -> Callable[[Profile], np.ndarray | None]:
+    """The oracle's runs on ``cases``: the scope's shared memo, else the runs themselves (the
+    evaluator's own memo keeps them)."""
     def run(p: Profile) -> np.ndarray | None:
         return _oracle_units(driver, cases, p)
 
     if _shared is None:
-        return profiles.MemoByReads(run, limit=_KEPT_RUNS)
+        return run
     key = _reference_key(driver, cases)
     memo = _shared.get(key)
     if memo is None:

@@ -377,14 +377,8 @@ _E2M1_HALVES = tuple(int(2 * _e2m1_magnitude(i)) for i in range(8))
 assert all(2 * _e2m1_magnitude(i) == m for i, m in enumerate(_E2M1_HALVES))
 
 
-def _encode_e2m1_value(x: Fraction, sign_bit: int, p: Profile) -> int:
-    """Nearest of the 8 magnitudes (so anything above 6 saturates to 6), ties per profile,
-    then the sign, with the sign of a zero result per profile.zero_sign."""
-    return _encode_e2m1_halves(2 * abs(x.numerator), x.denominator, x < 0, sign_bit, p)
-
-
 def _encode_e2m1_dyadic(sig: int, exp: int, sign_bit: int, p: Profile) -> int:
-    """_encode_e2m1_value of (-1)^sign_bit * sig * 2^exp (sig >= 0)."""
+    """E2M1 code of (-1)^sign_bit * sig * 2^exp (sig >= 0): _encode_e2m1_halves's rule."""
     negative = sign_bit == 1 and sig != 0  # -0 is not below zero
     s = exp + 1  # twice the magnitude is sig * 2^s
     if s >= 0:
@@ -393,8 +387,10 @@ def _encode_e2m1_dyadic(sig: int, exp: int, sign_bit: int, p: Profile) -> int:
 
 
 def _encode_e2m1_halves(num: int, den: int, negative: bool, sign_bit: int, p: Profile) -> int:
-    """_encode_e2m1_value of a value whose magnitude is num / (2 den), den > 0, negative when
-    x < 0: den * |2|x| - m| = |num - m den| is each distance, scaled by den, in integers."""
+    """E2M1 code of a value x whose magnitude is num / (2 den), den > 0, negative when x < 0:
+    the nearest of the 8 magnitudes (so anything above 6 saturates to 6), ties per profile, then
+    the sign, with the sign of a zero result per profile.zero_sign. den * |2|x| - m| = |num - m den|
+    is each distance, scaled by den, in integers."""
     dist = [abs(num - m * den) for m in _E2M1_HALVES]
     best = min(dist)
     nearest = [i for i in range(8) if dist[i] == best]
