@@ -418,6 +418,8 @@ def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
             known = isolation._SERVER["environment"]
             # a source variable is read after the fork (the worker sets its environment first)
             assert isolation._fork_server({**known, "MXGATE_VLLM_SRC": "elsewhere"}, 1) is not None
+            # inductor reads its cache folder at each compile; importing torchao in the gate's process sets it
+            assert isolation._fork_server({**known, "TORCHINDUCTOR_CACHE_DIR": "elsewhere"}, 1) is not None
             assert isolation._fork_server({**known, "PYTHONPATH": "elsewhere"}, 1) is None  # the server's sys.path
     finally:
         isolation.close_all(backends)

@@ -495,9 +495,12 @@ def _fork_server(environment: dict[str, str], workers: int) -> Any:
 
 
 # mxgate's and Hypothesis' variables are read when a backend loads or runs, after the fork (the
-# worker sets its own environment first: _serve); any other may have shaped the server's imports
-# (PYTHONPATH its sys.path, OMP_* and TORCH_* torch): a worker differing there is spawned.
-_READ_AFTER_FORK = ("MXGATE_", "HYPOTHESIS_")
+# worker sets its own environment first: _serve); so is TORCHINDUCTOR_CACHE_DIR, which inductor
+# reads at each compile and torchao's import writes into the importing process's environment (a
+# test session that imported torchao spawned every later worker: about 3 s of CPU each, not a
+# fork). Any other may have shaped the server's imports (PYTHONPATH its sys.path, OMP_* and other
+# TORCH_* torch): a worker differing there is spawned.
+_READ_AFTER_FORK = ("MXGATE_", "HYPOTHESIS_", "TORCHINDUCTOR_CACHE_DIR")
 
 
 def _read_at_import(environment: dict[str, str]) -> dict[str, str]:
