@@ -51,3 +51,28 @@ def test_this_run_passed_it_on_to_its_workers(request) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         pytest.skip("not an xdist worker: a serial run sets nothing")
     assert all(os.environ.get(name, "").isdigit() for name in _root_conftest().WORKER_THREADS)
+
+
+def test_pytest_keeps_its_rewritten_test_modules_under_pythondontwritebytecode(tmp_path: Path) -> None:
+    """Under PYTHONDONTWRITEBYTECODE the root conftest lets pytest write its assertion-rewritten
+    test modules while collecting (without it pytest writes none: each process rewrites them all),
+    and the tests themselves then run with the flag as the user set it."""
+    import shutil
+    import subprocess
+    import sys
+
+    probe = ("import os, sys\n\ndef test_probe():\n"
+             "    assert sys.dont_write_bytecode and os.environ['PYTHONDONTWRITEBYTECODE'] == '1'\n")
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    written = {}
+    for with_conftest in (False, True):
+        where = tmp_path / f"conftest-{with_conftest}"
+        where.mkdir()
+        (where / "test_probe.py").write_text(probe)
+        if with_conftest:
+            shutil.copy(Path(__file__).resolve().parents[1] / "conftest.py", where / "conftest.py")
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_probe.py"],
+                              cwd=where, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        written[with_conftest] = sorted(p.name for p in (where / "__pycache__").glob("test_probe.*-pytest-*.pyc"))
+    assert written[False] == [] and len(written[True]) == 1, written
