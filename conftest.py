@@ -60,7 +60,8 @@ def _keep_rewritten_tests(config) -> None:
     the test modules and what they import), so the workers leave the cache for the runs the tests
     start and for the next run. README's test command with no cache: 558 busy core-seconds, 5 min
     2.7 s; with one: 533-546, 4 min 46.8 s to 4 min 54.5 s (docs/results/cpu-2026-12-06-speed.md)."""
-    if sys.dont_write_bytecode and sys.flags.dont_write_bytecode:
+    controller = not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None)
+    if sys.dont_write_bytecode and sys.flags.dont_write_bytecode and not controller:  # it collects nothing
         sys.dont_write_bytecode = False
         _KEEP["flag"] = True
 
