@@ -45,11 +45,8 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_finish(session) -> None:
-    if _KEEP.pop("flag", False):  # what the tests import later is written as the user asked
+    if sys.flags.dont_write_bytecode:  # what the tests import later is written as the user asked
         sys.dont_write_bytecode = True
-
-
-_KEEP: dict[str, bool] = {}
 
 
 def _keep_rewritten_tests(config) -> None:
@@ -60,10 +57,9 @@ def _keep_rewritten_tests(config) -> None:
     the test modules and what they import), so the workers leave the cache for the runs the tests
     start and for the next run. README's test command with no cache: 558 busy core-seconds, 5 min
     2.7 s; with one: 533-546, 4 min 46.8 s to 4 min 54.5 s (docs/results/cpu-2026-12-06-speed.md)."""
-    controller = not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None)
-    if sys.dont_write_bytecode and sys.flags.dont_write_bytecode and not controller:  # it collects nothing
+    xdist_controller = not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None)
+    if sys.flags.dont_write_bytecode and not xdist_controller:  # the controller collects nothing
         sys.dont_write_bytecode = False
-        _KEEP["flag"] = True
 
 
 def _compile_once(config) -> None:

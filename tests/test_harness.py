@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import types
 from pathlib import Path
 
@@ -59,7 +60,6 @@ def test_pytest_keeps_its_rewritten_test_modules_under_pythondontwritebytecode(t
     and the tests themselves then run with the flag as the user set it."""
     import shutil
     import subprocess
-    import sys
 
     probe = ("import os, sys\n\ndef test_probe():\n"
              "    assert sys.dont_write_bytecode and os.environ['PYTHONDONTWRITEBYTECODE'] == '1'\n")
@@ -76,3 +76,20 @@ def test_pytest_keeps_its_rewritten_test_modules_under_pythondontwritebytecode(t
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         written[with_conftest] = sorted(p.name for p in (where / "__pycache__").glob("test_probe.*-pytest-*.pyc"))
     assert written[False] == [] and len(written[True]) == 1, written
+
+
+@pytest.mark.parametrize(("worker", "workers", "writes"), [(True, 2, True), (False, None, True), (False, 0, True),
+                                                          (False, 2, False)])
+def test_only_a_collecting_process_writes_and_only_while_it_collects(monkeypatch, worker, workers, writes) -> None:
+    """An xdist worker or a serial run may write bytecode from configure to the end of collection;
+    the xdist controller, which collects nothing, keeps the user's flag throughout."""
+    conftest = _root_conftest()
+    monkeypatch.setattr(sys, "flags", types.SimpleNamespace(dont_write_bytecode=1))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    config = _config(workers)
+    if worker:
+        config.workerinput = {}
+    conftest._keep_rewritten_tests(config)
+    assert sys.dont_write_bytecode is (not writes)
+    conftest.pytest_collection_finish(None)
+    assert sys.dont_write_bytecode is True
