@@ -343,14 +343,52 @@ def test_a_lone_worker_imports_torch_only_if_its_backend_does(tmp_path: Path) ->
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["oracle [56, 64]", "torch [56, 64]", "False False"], done.stdout
-    # the first start of a fresh process starting two workers together preloads torch for both
-    together = ("from multiprocessing import forkserver\n"
+    # the first start of a fresh process starting two torchao workers together preloads torch and
+    # torchao once for both, quietly; the workers still run their ops
+    together = ("import sys\n"
+                "from multiprocessing import forkserver\n"
+                "import numpy as np\n"
                 "from mxgate.kernels import isolation\n"
-                "isolation.close_all(list(isolation.start_all(['oracle', 'ml_dtypes'], 'cpu').values()))\n"
-                "print('torch' in forkserver._forkserver._preload_modules)\n")
+                "loaded = isolation.start_all(['torchao', 'torchao-mx-floor'], 'cpu')\n"
+                "print(loaded['torchao'].op('e2m1.encode').run(np.float32([1.0, -6.0])).tolist())\n"
+                "isolation.close_all(list(loaded.values()))\n"
+                "print(forkserver._forkserver._preload_modules[2:], 'torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", together], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "True", done.stdout + done.stderr[-2000:]
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["[2, 15]", "['torch', 'mxgate.kernels.torchao_preload'] False"], done.stdout
+    assert done.stderr == "", done.stderr[-2000:]  # torchao's import-time lines stay in the server, unprinted
+
+
+def test_the_fork_server_preloads_what_several_of_its_backends_import(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch and torchao are preloaded only where at least two of the backends import them:
+    declared for built-ins, read from a user module's own import lines without running its
+    package (whose __init__ here would raise)."""
+    from mxgate import kernels
+    from mxgate.kernels import isolation
+
+    (tmp_path / "uses_torch.py").write_text("import numpy\nfrom torch import nn  # a kernel on torch\n")
+    (tmp_path / "uses_torchao.py").write_text("import torchao.prototype.mx_formats\n")
+    (tmp_path / "plain.py").write_text("import numpy as np\n# torch is only mentioned here\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('package code ran')\n")
+    (tmp_path / "pkg" / "mod.py").write_text("    import torch\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert kernels.heavy_imports("uses_torch:B") == ("torch",)
+    assert kernels.heavy_imports("uses_torchao:B") == ("torch", "torchao")
+    assert kernels.heavy_imports("plain:B") == ()
+    assert kernels.heavy_imports("pkg.mod:B") == ("torch",)
+    assert kernels.heavy_imports("no_such_module:B") == ()
+    assert "pkg" not in sys.modules
+    assert kernels.heavy_imports("oracle") == () and kernels.heavy_imports("sglang-triton") == ("torch",)
+    torchao = ["torch", "mxgate.kernels.torchao_preload"]
+    assert isolation.shared_preloads(["oracle", "ml_dtypes", "plain:B"]) == []
+    assert isolation.shared_preloads(["torch", "oracle", "plain:B"]) == []
+    assert isolation.shared_preloads(["torch", "uses_torch:B"]) == ["torch"]
+    assert isolation.shared_preloads(["torch", "torch"]) == []  # one backend named twice starts once
+    assert isolation.shared_preloads(["torchao", "uses_torchao:B"]) == torchao
+    assert isolation.shared_preloads(kernels.names()) == torchao
 
 
 _PRELOAD_PROBE = """\
@@ -372,15 +410,16 @@ def pytest_sessionfinish(session):
 
 
 def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(tmp_path: Path) -> None:
-    """An xdist worker starts its backends one by one at their first calls: the first start of a
-    gate of several backends preloads torch in the fork server for the rest, so that each of them
-    does not import it again (docs/results/cpu-2026-12-06-speed.md)."""
+    """An xdist worker starts its backends one by one at their first calls: whichever start
+    comes first, the fork server preloads torch for the rest where two of the run's backends
+    import it, so that each of them does not import it again (docs/results/cpu-2026-12-06-speed.md)."""
     (tmp_path / "preload_probe.py").write_text(_PRELOAD_PROBE)
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "preload_probe", "-p", "no:cacheprovider", "-q",
                            "--pyargs", "mxgate.conformance.test_elements", "--backend", "ml_dtypes",
-                           "--backend", "torch", "--tier", "quick", "-n", "2", "-k", "test_e4m3_decode"],
+                           "--backend", "torch", "--backend", "torchao", "--tier", "quick", "-n", "2",
+                           "-k", "test_e4m3_decode or test_e2m1_encode"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
     probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
@@ -414,13 +453,13 @@ def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
         if "forkserver" in multiprocessing.get_all_start_methods() and isolation._SERVER.get("environment"):
             kinds = {type(b._worker.process._popen).__module__ for b in backends}
             assert kinds == {"multiprocessing.popen_forkserver"}, kinds
-            assert isolation._fork_server({"ANOTHER": "environment"}, 1) is None  # spawned instead
+            assert isolation._fork_server({"ANOTHER": "environment"}, ["oracle"]) is None  # spawned instead
             known = isolation._SERVER["environment"]
             # a source variable is read after the fork (the worker sets its environment first)
-            assert isolation._fork_server({**known, "MXGATE_VLLM_SRC": "elsewhere"}, 1) is not None
+            assert isolation._fork_server({**known, "MXGATE_VLLM_SRC": "elsewhere"}, ["oracle"]) is not None
             # inductor reads its cache folder at each compile; importing torchao in the gate's process sets it
-            assert isolation._fork_server({**known, "TORCHINDUCTOR_CACHE_DIR": "elsewhere"}, 1) is not None
-            assert isolation._fork_server({**known, "PYTHONPATH": "elsewhere"}, 1) is None  # the server's sys.path
+            assert isolation._fork_server({**known, "TORCHINDUCTOR_CACHE_DIR": "elsewhere"}, ["oracle"]) is not None
+            assert isolation._fork_server({**known, "PYTHONPATH": "elsewhere"}, ["oracle"]) is None  # the server's sys.path
     finally:
         isolation.close_all(backends)
     assert all(b._worker.process is None for b in backends)

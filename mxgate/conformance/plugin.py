@@ -113,6 +113,12 @@ def pytest_configure(config: pytest.Config) -> None:
             _load_backends(config)
             if getattr(config.option, "dist", "no") != "no" and config.pluginmanager.hasplugin("xdist"):
                 config.pluginmanager.register(_XdistHandOver(config), "mxgate-xdist-hand-over")
+        elif WORKERINPUT_KEY in config.workerinput:
+            from mxgate.kernels import isolation
+
+            # an xdist worker starts its backends one by one, at their first calls: whichever start
+            # comes first, the fork server preloads what several of them import
+            isolation.expect_starts(selected_backends(config))
     name = hypothesis_settings.choose(
         _option(config, "hypothesis_profile"), config.getoption("--mxgate-hypothesis-profile"),
         config.getoption("--tier"),
@@ -304,8 +310,6 @@ def isolated_backend(config: pytest.Config, name: str):
 
         status = _statuses(config)[name]
         worker = _Worker(name, config.getoption("--device"), timeout(config), startup_timeout(config))
-        # an xdist worker starts its backends one by one: the first start may preload torch for the rest
-        worker.starts_beside = len(selected_backends(config))
         cache[name] = IsolatedBackend(status["described"], worker, _policy(config))  # starts at its first call
     return cache[name]
 

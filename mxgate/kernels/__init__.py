@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from mxgate.kernels.base import DEVICES, Availability, Backend, Op, OutsideContract
 
@@ -53,6 +55,52 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, object]]] = {
     "triton-kernels-round-down": ("mxgate.kernels.triton_kernels_reference", "TritonKernelsReferenceBackend",
                                   {"mode": "round_down"}),
 }
+
+
+# The costly packages (about a second of CPU each) a built-in backend's worker imports: a fork
+# server preloads one once where several of the backends it starts import it (speed only).
+_TORCH, _TORCHAO = ("torch",), ("torch", "torchao")
+_HEAVY: dict[str, tuple[str, ...]] = {
+    "oracle": (), "ml_dtypes": (), "onnx-reference": (), "onnx-quantizelinear": (),
+    "torchao": _TORCHAO, "torchao-mx-floor": _TORCHAO, "torchao-mx-rceil": _TORCHAO,
+}  # every other built-in: torch
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t]+(torchao|torch)\b", re.MULTILINE)
+
+
+def heavy_imports(name: str) -> tuple[str, ...]:
+    """Which of torch and torchao the worker of backend ``name`` imports, as far as can be told
+    without importing anything: declared for a built-in; for a spec or an entry point, the import
+    lines of its module's own source (found on sys.path; no package code runs). A guess that is
+    wrong costs time only."""
+    if name in _REGISTRY:
+        return _HEAVY.get(name, _TORCH)
+    target = name if is_spec(name) else _entry_points().get(name, ("", ""))[0]
+    found = set(_IMPORT_LINE.findall(_module_source(target.partition(":")[0])))
+    return _TORCHAO if "torchao" in found else _TORCH if found else ()
+
+
+def _module_source(module_name: str) -> str:
+    """The source text of a pure-Python module, located without executing its packages ("" if
+    it cannot be found or read)."""
+    from importlib.machinery import PathFinder
+
+    spec, path = None, None
+    parts = module_name.split(".") if module_name else []
+    for i in range(len(parts)):
+        try:
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), path)
+        except (ImportError, ValueError):
+            return ""
+        if spec is None:
+            return ""
+        path = spec.submodule_search_locations
+    origin = getattr(spec, "origin", None)
+    if not origin or not origin.endswith(".py"):
+        return ""
+    try:
+        return Path(origin).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)

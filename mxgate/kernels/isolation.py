@@ -2,8 +2,8 @@
 run or forge its verdict.
 
 ``load(name, device)`` starts a worker (never a ``fork`` of the gate's process: torch and triton
-threads do not survive a fork; forked from a clean, spawned fork server that preloaded NumPy and
-torch before any op ran, else spawned) in a process group of its own. The worker imports and builds the
+threads do not survive a fork; forked from a clean, spawned fork server that preloaded NumPy, and
+torch or torchao where several backends import them, before any op ran, else spawned) in a process group of its own. The worker imports and builds the
 backend and asks it ``available()`` and ``ops()``; the parent keeps only that description
 (``Description``). Building runs under a start-up budget of its own (``startup_timeout``), apart
 from the per-call limit, so a slow import on a busy machine is never taken for a hung op. A name
@@ -61,12 +61,14 @@ _CONTEXT = multiprocessing.get_context("spawn")
 # there. Each worker then pays only for its own backend's import, not for Python, NumPy and torch
 # again (seventeen workers on two cores: most of the start-up). The server starts under the
 # workers' environment; a worker whose environment differs from the server's is spawned.
-# torch (over a second of CPU) is preloaded only when the first start starts several workers, or
-# may start several one by one (a pytest-xdist worker of a gate of several backends): a lone
-# worker imports it itself if its backend needs it, and most lone backends do not.
+# torch and torchao (about a second of CPU each) are preloaded only where at least two of the
+# backends this process starts import them (``kernels.heavy_imports``): the ones started together
+# with the server's first worker, and those announced by ``expect_starts`` (a pytest-xdist worker
+# of a gate of several backends starts them one by one). A lone worker imports what it needs.
 _PRELOAD = ("mxgate.kernels.isolation", "numpy")
-_PRELOAD_SHARED = ("torch",)
+_SHARED_PRELOADS = {"torch": "torch", "torchao": "mxgate.kernels.torchao_preload"}  # package -> module imported
 _SERVER: dict[str, Any] = {}  # "environment": the one the fork server was started under; "broken": True
+_EXPECTED: list[str] = []  # backends this process will start, one by one (expect_starts)
 _LOADING = "loading the backend"
 # Set by the gate's SIGINT/SIGTERM handler (request_stop): the signal's name. The handler also
 # raises KeyboardInterrupt, but a raise that lands in a finalizer or a callee's broad except is
@@ -475,10 +477,28 @@ _GATE_ONLY = frozenset({"MXGATE_ISOLATED_WORKER", "MXGATE_TIMEOUT", "MXGATE_STAR
                         "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_VERSION"})
 
 
-def _fork_server(environment: dict[str, str], workers: int) -> Any:
+def expect_starts(names: list[str]) -> None:
+    """Announce the backends this process will start one by one (a pytest-xdist worker of a
+    gate runs each at its first call): the fork server, whenever its first worker starts,
+    preloads what several of them import. Speed only: no verdict depends on it."""
+    _EXPECTED[:] = names
+
+
+def shared_preloads(names: list[str]) -> list[str]:
+    """The modules a fork server imports for the backends ``names``: each costly package
+    (``kernels.heavy_imports``) that at least two of them import."""
+    from collections import Counter
+
+    from mxgate import kernels
+
+    counts = Counter(package for name in set(names) for package in kernels.heavy_imports(name))
+    return [module for package, module in _SHARED_PRELOADS.items() if counts[package] > 1]
+
+
+def _fork_server(environment: dict[str, str], names: list[str]) -> Any:
     """The fork-server context when workers of this environment can start from it, else None
     (no fork server on this platform, one that failed, one started by someone else or under
-    another environment). ``workers``: how many the start that may start the server starts."""
+    another environment). ``names``: the backends of the start that may start the server."""
     if _SERVER.get("broken") or "forkserver" not in multiprocessing.get_all_start_methods():
         return None
     from multiprocessing import forkserver
@@ -487,7 +507,7 @@ def _fork_server(environment: dict[str, str], workers: int) -> Any:
     if known is None:
         if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:
             return None  # a server another part of this process started, preloaded as it chose
-        forkserver.set_forkserver_preload(list(_PRELOAD + (_PRELOAD_SHARED if workers > 1 else ())))
+        forkserver.set_forkserver_preload(list(_PRELOAD) + shared_preloads(list(names) + _EXPECTED))
         _SERVER["environment"] = dict(environment)
     elif _read_at_import(known) != _read_at_import(environment):
         return None
@@ -517,15 +537,12 @@ class _Worker:
         self.unstable: list[tuple[str, int]] = []  # (op, elements that differed between repeat calls)
         self.hung: dict[str, str] = {}  # op -> the cause of its timeout: a hung op is not called again
         self.busy = False  # a call was sent and its reply not read: the worker reads no stop request
-        # How many workers this process may start, one by one, at first calls: the first start of a
-        # process decides the fork server's preloads (torch only where several workers may use it)
-        self.starts_beside = 1
 
     # starting and loading
 
-    def begin(self, workers: int = 1) -> None:
-        """Start the worker (one of ``workers`` started together); the backend builds while the
-        parent does other work (``finish_start``)."""
+    def begin(self, together: list[str] | None = None) -> None:
+        """Start the worker (one of the backends ``together`` started side by side); the
+        backend builds while the parent does other work (``finish_start``)."""
         _stop_if_requested()
         parent, child = _CONTEXT.Pipe()
         saved, neutral = dict(os.environ), _worker_environment()
@@ -533,7 +550,7 @@ class _Worker:
         os.environ.update(neutral)
         try:
             self.process = None
-            server = _fork_server(neutral, workers)
+            server = _fork_server(neutral, together or [self.name])
             if server is not None:
                 try:
                     self.process = server.Process(target=_serve, args=(child, self.name, self.device, neutral),
@@ -577,7 +594,7 @@ class _Worker:
         raise BackendLoadFailed(self.name, op, f"failed to load: raised {type_name}: {message}".rstrip(": "))
 
     def start(self, op: str = "*") -> Description:
-        self.begin(self.starts_beside)
+        self.begin()
         return self.finish_start(op)
 
     # calls
@@ -844,7 +861,7 @@ def start_all(names: list[str], device: str = "cpu", *, timeout: float = DEFAULT
     workers = {name: _Worker(name, device, float(timeout), float(startup_timeout)) for name in names
                if name not in loaded}
     for worker in workers.values():
-        worker.begin(len(workers))
+        worker.begin(list(workers))
     for name, worker in workers.items():
         try:
             loaded[name] = IsolatedBackend(worker.finish_start(), worker, policy)
