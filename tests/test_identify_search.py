@@ -1,6 +1,7 @@
 """The search's sampled count (identify.search.Evaluator.count_below) against the whole
 pool's: a count below the limit is the exact count, any other is at least the limit, on every
-registered profile judged against bytes of another, at every limit that can matter."""
+registered profile judged against bytes of another, at every limit that can matter; the same
+with the cases that hold a profile's few unexplained units as the part that settles it."""
 
 from __future__ import annotations
 
@@ -35,6 +36,39 @@ def test_count_below_is_the_count_wherever_it_is_below_the_limit(truth: str) -> 
                 # no run on the whole pool yet: the sample's count alone settled a positive limit
                 settled_by_sample += sampled._evaluations == 0
     assert settled_by_sample > 0  # the shortcut is taken, not only the fallback
+
+
+@pytest.mark.parametrize("truth", ["gfx950", "ocp"])
+def test_count_below_on_the_unexplained_cases_is_the_count_wherever_it_is_below_the_limit(truth: str) -> None:
+    """A kernel that is the truth profile but for a few flipped bits: the descent's part (the
+    cases that hold the units the truth leaves unexplained) settles most moves on its own."""
+    driver = DRIVERS[OpName.MX_QUANTIZE]
+    cases = driver.pool()
+    with np.errstate(all="ignore"):
+        backend = driver.units(driver.reference(profiles.get(truth), cases), cases.shape[0]).copy()
+    rng = np.random.Generator(np.random.PCG64(20261206))
+    flipped = rng.choice(cases.shape[0], 3, replace=False)
+    backend[flipped, 0] ^= 1  # one unit of three cases: no profile explains them
+    exact = search.Evaluator(driver, cases, backend)
+    current = profiles.get(truth)
+    c = exact.count(current)
+    assert c == 3
+    rows = np.flatnonzero(exact.wrong(current).any(axis=1))
+    assert sorted(rows.tolist()) == sorted(flipped.tolist())
+    settled_by_part = 0
+    for name in profiles.names():
+        p = profiles.get(name)
+        count = exact.count(p)
+        focused = search.Evaluator(driver, cases, backend)
+        part = focused.part("unexplained", rows)
+        for limit in sorted({1, max(count - 1, 1), count, count + 1, c}):
+            got = focused.count_below(p, limit, part)
+            if got < limit:
+                assert got == count, (truth, name, limit, got, count)
+            else:
+                assert count >= limit, (truth, name, limit, got, count)
+                settled_by_part += focused._evaluations == 0
+    assert settled_by_part > 0
 
 
 def _counting(driver):

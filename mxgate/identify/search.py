@@ -195,13 +195,19 @@ class Evaluator:
         part.open = None if self.open is None else self.open[rows]
         return part
 
-    def count_below(self, p: Profile, limit: int) -> int:
+    def count_below(self, p: Profile, limit: int, focus: Evaluator | None = None) -> int:
         """``count(p)`` where it is below ``limit``; else a number of at least ``limit``, from
-        every SAMPLE_STRIDE-th case where their count settles it."""
+        a part of the cases where its count settles it: ``focus`` (a part of these cases) where it
+        is the smaller, else every SAMPLE_STRIDE-th case."""
         k = (self.key(p), self.open is not None)
         if k in self._counts:
             return self._counts[k]
-        if self.cases.shape[0] >= _SAMPLED_FROM:
+        n = self.cases.shape[0]
+        if focus is not None and focus.cases.shape[0] * SAMPLE_STRIDE <= n:
+            lower = focus.count(p)  # a profile the oracle rejects: every unit of the part
+            if lower >= limit:
+                return lower
+        elif n >= _SAMPLED_FROM:
             sample = self.part("sample", np.arange(0, self.cases.shape[0], SAMPLE_STRIDE))
             if sample.units(p) is not None:  # a profile the oracle rejects is counted whole
                 lower = sample.count(p)
@@ -246,17 +252,21 @@ def _moves(p: Profile, universe: tuple[str, ...]) -> list[tuple[str, object]]:
 def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[Profile, int]:
     p, c = _vary(start), ev.count(start)
     while c > 0:
+        # The cases that hold the c units p leaves unexplained: a move leaves at least as many of
+        # its own there as everywhere else together, so where that part already counts c or more
+        # the move cannot be the better one (a kernel with a few wrong bytes: a few cases).
+        wrong = ev.wrong(p)
+        rows = np.flatnonzero(wrong.any(axis=1))
+        unexplained = ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
         # a move counted below c is counted exactly; the others only as far as shows they are not
-        singles = [(ev.count_below(_vary(p, **{f: v}), c), i, f, v) for i, (f, v) in enumerate(_moves(p, universe))]
+        singles = [(ev.count_below(_vary(p, **{f: v}), c, unexplained), i, f, v)
+                   for i, (f, v) in enumerate(_moves(p, universe))]
         best = min(singles, default=None)
         if best is not None and best[0] < c:
             c, p = best[0], _vary(p, **{best[2]: best[3]})
             continue
         # No single field helps: try pairs among the fields that move some unexplained unit
         # (read on the cases that hold one: the others cannot show it).
-        wrong = ev.wrong(p)
-        rows = np.flatnonzero(wrong.any(axis=1))
-        unexplained = ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
         wrong, base = wrong[rows], unexplained.units(p)
         implicated = []
         for f in universe:
@@ -271,7 +281,7 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
         for f, g in itertools.combinations(implicated, 2):
             for v, w in itertools.product(candidates.values(f), candidates.values(g)):
                 if v != getattr(p, f) and w != getattr(p, g):
-                    pairs.append((ev.count_below(_vary(p, **{f: v, g: w}), c), len(pairs), f, v, g, w))
+                    pairs.append((ev.count_below(_vary(p, **{f: v, g: w}), c, unexplained), len(pairs), f, v, g, w))
         best_pair = min(pairs, default=None)
         if best_pair is None or best_pair[0] >= c:
             break
