@@ -9,6 +9,7 @@ packages is named with its members.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,8 +70,10 @@ def imports(module: str) -> Iterator[tuple[int, str]]:
                 yield node.lineno, sub if sub in MODULES else source
 
 
-def _arrows() -> list[tuple[str, int, str]]:
-    """(module, line, imported mxgate module) for every import of one mxgate module by another."""
+@functools.cache
+def arrows() -> list[tuple[str, int, str]]:
+    """(module, line, imported mxgate module) for every import of one mxgate module by another
+    (read once, by the first test that asks: collecting this file parses nothing)."""
     found = set()
     for module in MODULES:
         for line, target in imports(module):
@@ -81,8 +84,6 @@ def _arrows() -> list[tuple[str, int, str]]:
     return sorted(found)
 
 
-ARROWS = _arrows()
-
 
 def test_every_package_has_a_layer() -> None:
     assert {package_of(m) for m in MODULES} == set(RANK), "a package missing from LAYERS (and docs/architecture.md)"
@@ -90,7 +91,7 @@ def test_every_package_has_a_layer() -> None:
 
 def test_every_arrow_points_down() -> None:
     upward = []
-    for module, line, target in ARROWS:
+    for module, line, target in arrows():
         a, b = package_of(module), package_of(target)
         if a != b and RANK[b] >= RANK[a]:
             where = "its own layer" if RANK[b] == RANK[a] else "a layer above"
@@ -143,7 +144,7 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_spans_two_packages() -> None:
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
-    for module, _, target in ARROWS:
+    for module, _, target in arrows():
         if target != module:
             edges[module].add(target)
     spanning = [c for c in _circles(edges) if len({package_of(m) for m in c}) > 1]
