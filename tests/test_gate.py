@@ -418,13 +418,13 @@ def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(t
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "preload_probe", "-p", "no:cacheprovider", "-q",
                            "--pyargs", "mxgate.conformance.test_elements", "--backend", "ml_dtypes",
-                           "--backend", "torch", "--backend", "torchao", "--tier", "quick", "-n", "2",
+                           "--backend", "torch", "--backend", "torchao", "--tier", "quick", "-n", "1",
                            "-k", "test_e4m3_decode or test_e2m1_encode"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
+    # one worker, whose first start is ml_dtypes' (no torch): torch is preloaded all the same
     probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
-    assert len(probes) == 2 and "True True" in probes, probes  # a worker that started a backend preloaded
-    assert "True False" not in probes, probes
+    assert probes == ["True True"], probes
 
 
 def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> None:
