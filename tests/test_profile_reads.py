@@ -62,3 +62,24 @@ def test_threads_sharing_one_memo_get_their_own_profiles_result() -> None:
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(memo, variants * 200))
     assert got == [(p.tie, p.scale_policy) for p in variants * 200]
+
+
+def test_calls_that_read_different_fields_are_kept_apart_and_dropped_oldest_first() -> None:
+    """A call whose branch reads another field set is kept under that set; a result found under
+    either set is the one its own call would give; past the limit the least recently used goes."""
+    calls: list[tuple[str, str]] = []
+
+    def f(p: profiles.Profile) -> tuple[str, str]:
+        calls.append((p.tie, p.nan if p.tie == "away" else "-"))
+        return calls[-1]
+
+    memo = profiles.MemoByReads(f, limit=3)
+    away_zero, away_nan = replace(BASE, tie="away", nan="zero"), replace(BASE, tie="away", nan="pos_max")
+    assert memo(BASE) == ("even", "-")
+    assert memo(away_zero) == ("away", "zero") and memo(away_nan) == ("away", "pos_max")
+    assert memo(replace(BASE, nan="zero")) == ("even", "-") and len(calls) == 3  # nan unread under even: shared
+    assert memo(replace(away_zero, scale_policy="floor")) == ("away", "zero") and len(calls) == 3
+    assert memo(replace(BASE, tie="zero")) == ("zero", "-") and len(calls) == 4  # the limit drops away_nan's
+    assert memo(away_zero) == ("away", "zero") and len(calls) == 4
+    assert memo(away_nan) == ("away", "pos_max") and len(calls) == 5  # made again
+    assert memo(BASE) == ("even", "-") and len(calls) == 6  # dropped when away_nan came back

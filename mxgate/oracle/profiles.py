@@ -14,6 +14,7 @@ without a measurement are data too (``unverified``): the gate admits the other v
 from __future__ import annotations
 
 import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, fields, replace
 from typing import Literal, get_args, get_type_hints
 
@@ -444,7 +445,11 @@ class MemoByReads:
 
     def __init__(self, f, limit: int | None = None) -> None:
         self._f, self._limit = f, limit
-        self._entries: list[tuple[tuple[tuple[str, object], ...], object]] = []  # most recent last
+        # (fields read, their values) -> result, the most recently used last. A lookup tries each
+        # set of fields some kept call read (an op reads a few such sets, whatever the number of
+        # results), so it costs a dictionary look-up per set, not a scan of every result.
+        self._entries: OrderedDict[tuple[tuple[str, ...], tuple], object] = OrderedDict()
+        self._read_sets: Counter[tuple[str, ...]] = Counter()  # fields read -> results kept under them
         self._lock = threading.RLock()  # the oracle's block threads share the scale table's memo
 
     def __call__(self, profile: Profile):
@@ -452,16 +457,24 @@ class MemoByReads:
             return self._call(profile)
 
     def _call(self, profile: Profile):
-        for i, (values, result) in enumerate(self._entries):
-            if all(getattr(profile, name) == value for name, value in values):
-                self._entries.append(self._entries.pop(i))
-                return result
+        for names in list(self._read_sets):
+            key = (names, tuple(getattr(profile, name) for name in names))  # read here: an outer memo records them
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
         reads: set[str] = set()
         result = self._f(recording(profile, reads))
-        values = tuple((name, getattr(profile, name)) for name in sorted(reads))  # recorded by an outer memo too
-        self._entries.append((values, result))
+        names = tuple(sorted(reads))
+        key = (names, tuple(getattr(profile, name) for name in names))
+        if key not in self._entries:
+            self._read_sets[names] += 1
+        self._entries[key] = result
+        self._entries.move_to_end(key)
         if self._limit is not None and len(self._entries) > self._limit:
-            self._entries.pop(0)
+            (dropped, _), _ = self._entries.popitem(last=False)
+            self._read_sets[dropped] -= 1
+            if not self._read_sets[dropped]:
+                del self._read_sets[dropped]
         return result
 
 
