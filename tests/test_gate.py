@@ -392,11 +392,9 @@ def test_the_fork_server_preloads_what_several_of_its_backends_import(tmp_path: 
 
 
 _PRELOAD_PROBE = """\
-import os
-
-
 def pytest_sessionfinish(session):
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    # an xdist worker of this run (PYTEST_XDIST_WORKER may be inherited from the run that started it)
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
     if worker:
         from multiprocessing import forkserver
 
