@@ -343,21 +343,52 @@ def test_a_lone_worker_imports_torch_only_if_its_backend_does(tmp_path: Path) ->
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["oracle [56, 64]", "torch [56, 64]", "False False"], done.stdout
-    # the first start of a fresh process starting two torchao workers together preloads torch and
-    # torchao once for both, quietly; the workers still run their ops
-    together = ("import sys\n"
-                "from multiprocessing import forkserver\n"
-                "import numpy as np\n"
-                "from mxgate.kernels import isolation\n"
-                "loaded = isolation.start_all(['torchao', 'torchao-mx-floor'], 'cpu')\n"
-                "print(loaded['torchao'].op('e2m1.encode').run(np.float32([1.0, -6.0])).tolist())\n"
-                "isolation.close_all(list(loaded.values()))\n"
-                "print(forkserver._forkserver._preload_modules[2:], 'torch' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", together], cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+
+
+_TOGETHER = """\
+import sys
+from multiprocessing import forkserver
+import numpy as np
+from mxgate.kernels import isolation
+loaded = isolation.start_all(['torchao', 'torchao-mx-floor'], 'cpu')
+for name, backend in loaded.items():
+    print(name, backend.available().reason if not backend.available() else
+          backend.op('e2m1.encode').run(np.float32([1.0, -6.0])).tolist() if name == 'torchao' else 'loaded')
+print(type(loaded['torchao']._worker.process._popen).__module__)
+isolation.close_all(list(loaded.values()))
+print(forkserver._forkserver._preload_modules[2:], 'torch' in sys.modules)
+"""
+
+
+def test_two_torchao_workers_share_one_quiet_torchao_import(tmp_path: Path) -> None:
+    """The first start of a fresh process starting two torchao workers together preloads torch
+    and torchao once for both, printing nothing; the workers still run their ops."""
+    pytest.importorskip("torchao")
+    done = subprocess.run([sys.executable, "-c", _TOGETHER], cwd=tmp_path, env=_env(), capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    assert done.stdout.split("\n")[:2] == ["[2, 15]", "['torch', 'mxgate.kernels.torchao_preload'] False"], done.stdout
+    assert done.stdout.split("\n")[:4] == ["torchao [2, 15]", "torchao-mx-floor loaded", "multiprocessing.popen_forkserver",
+                                           "['torch', 'mxgate.kernels.torchao_preload'] False"], done.stdout
     assert done.stderr == "", done.stderr[-2000:]  # torchao's import-time lines stay in the server, unprinted
+
+
+def test_a_torchao_that_fails_to_import_ends_the_preloading_server_quietly(tmp_path: Path) -> None:
+    """A torchao whose import raises: the server that preloaded it ends without a word, and each
+    worker is spawned instead and says why torchao cannot be imported, as it would unpreloaded."""
+    fake = tmp_path / "fake" / "torchao"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("import sys\nprint('torchao noise', file=sys.stderr)\n"
+                                      "raise RuntimeError('planted: this torchao is broken')\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake"), env["PYTHONPATH"]])
+    done = subprocess.run([sys.executable, "-c", _TOGETHER], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.split("\n")
+    assert lines[0].startswith("torchao torchao MX helpers not importable: planted: this torchao is broken"), lines
+    assert "planted: this torchao is broken" in lines[1] and lines[2] == "multiprocessing.popen_spawn_posix", lines
+    # each worker's failed import shows what torchao printed (quiet.foreign_imports); the server's shows nothing
+    assert done.stderr == "torchao noise\n" * 2, done.stderr[-2000:]
 
 
 def test_the_fork_server_preloads_what_several_of_its_backends_import(tmp_path: Path,
@@ -374,14 +405,20 @@ def test_the_fork_server_preloads_what_several_of_its_backends_import(tmp_path: 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("raise RuntimeError('package code ran')\n")
     (tmp_path / "pkg" / "mod.py").write_text("    import torch\n")
+    (tmp_path / "nsp" / "sub").mkdir(parents=True)  # namespace packages: no __init__.py
+    (tmp_path / "nsp" / "sub" / "m.py").write_text("import torch\n")
+    (tmp_path / "other.py").write_text("import torch\n")  # not plain.other, which does not exist
     monkeypatch.syspath_prepend(str(tmp_path))
     assert kernels.heavy_imports("uses_torch:B") == ("torch",)
     assert kernels.heavy_imports("uses_torchao:B") == ("torch", "torchao")
     assert kernels.heavy_imports("plain:B") == ()
     assert kernels.heavy_imports("pkg.mod:B") == ("torch",)
     assert kernels.heavy_imports("no_such_module:B") == ()
-    assert "pkg" not in sys.modules
+    assert kernels.heavy_imports("plain.other:B") == ()
+    assert kernels.heavy_imports("nsp.sub.m:B") in ((), ("torch",))  # a guess, never an error
+    assert "pkg" not in sys.modules and "nsp" not in sys.modules
     assert kernels.heavy_imports("oracle") == () and kernels.heavy_imports("sglang-triton") == ("torch",)
+    assert set(kernels._HEAVY) <= set(kernels.names())  # declarations of built-ins that exist
     torchao = ["torch", "mxgate.kernels.torchao_preload"]
     assert isolation.shared_preloads(["oracle", "ml_dtypes", "plain:B"]) == []
     assert isolation.shared_preloads(["torch", "oracle", "plain:B"]) == []
@@ -411,6 +448,7 @@ def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(t
     """An xdist worker starts its backends one by one at their first calls: whichever start
     comes first, the fork server preloads torch for the rest where two of the run's backends
     import it, so that each of them does not import it again (docs/results/cpu-2026-12-06-speed.md)."""
+    pytest.importorskip("torchao")  # the second backend that imports torch
     (tmp_path / "preload_probe.py").write_text(_PRELOAD_PROBE)
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))

@@ -84,7 +84,6 @@ def arrows() -> list[tuple[str, int, str]]:
     return sorted(found)
 
 
-
 def test_every_package_has_a_layer() -> None:
     assert {package_of(m) for m in MODULES} == set(RANK), "a package missing from LAYERS (and docs/architecture.md)"
 

@@ -83,3 +83,11 @@ def test_calls_that_read_different_fields_are_kept_apart_and_dropped_oldest_firs
     assert memo(away_zero) == ("away", "zero") and len(calls) == 4
     assert memo(away_nan) == ("away", "pos_max") and len(calls) == 5  # made again
     assert memo(BASE) == ("even", "-") and len(calls) == 6  # dropped when away_nan came back
+
+
+def test_a_profile_with_an_unhashable_field_gets_its_own_result_unkept() -> None:
+    calls: list[object] = []
+    memo = profiles.MemoByReads(lambda p: calls.append(p.exp_clamp) or tuple(p.exp_clamp or ()))
+    listed = replace(BASE, exp_clamp=[1, 254])  # a list where the field holds a tuple
+    assert memo(BASE) == () and memo(listed) == (1, 254) and memo(listed) == (1, 254)
+    assert len(calls) == 3 and memo(BASE) == () and len(calls) == 3  # the hashable one stays kept

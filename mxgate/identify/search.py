@@ -171,13 +171,14 @@ def _runs_of(driver: Driver, cases: np.ndarray) -> Callable[[Profile], np.ndarra
 class Evaluator:
     """Units of the oracle under candidate profiles on one set of cases, against the backend's."""
 
-    def __init__(self, driver: Driver, cases: np.ndarray, backend_units: np.ndarray) -> None:
+    def __init__(self, driver: Driver, cases: np.ndarray, backend_units: np.ndarray, shared: bool = True) -> None:
         self.driver, self.cases, self.backend = driver, cases, backend_units
         self._counts: dict[tuple, int] = {}
         self.open: np.ndarray | None = None  # units not judged (the contract leaves them open)
         self._evaluations = 0  # oracle runs on these cases asked for here (sharing_runs: maybe made by another op)
         self._runs = profiles.MemoByReads(self._run, limit=_KEPT_RUNS)  # counts the runs this evaluator asks for
-        self._oracle = _runs_of(driver, cases)
+        # shared: its runs come from, and go to, the sharing scope (sharing_runs) where one is open
+        self._oracle = _runs_of(driver, cases) if shared else (lambda p: _oracle_units(driver, cases, p))
         self._parts: dict[object, tuple[np.ndarray, Evaluator]] = {}  # tag -> (rows, evaluator on them)
 
     @property
@@ -185,30 +186,32 @@ class Evaluator:
         """Oracle runs, on every case or on a part of them."""
         return self._evaluations + sum(part.evaluations for _, part in self._parts.values())
 
-    def part(self, tag: object, rows: np.ndarray) -> Evaluator:
+    def part(self, tag: object, rows: np.ndarray, shared: bool = False) -> Evaluator:
         """An evaluator on the cases ``rows`` (kept under ``tag``), judged as these are (the
-        open units included)."""
+        open units included). ``shared``: its runs go to the sharing scope (a part every op on
+        these cases takes, such as the sample); a part of one backend's unexplained cases keeps
+        its own, so that it never pushes the whole pool's runs out of the scope's few sets."""
         kept = self._parts.get(tag)
         if kept is None:
-            kept = self._parts[tag] = (rows, Evaluator(self.driver, self.cases[rows], self.backend[rows]))
+            kept = self._parts[tag] = (rows, Evaluator(self.driver, self.cases[rows], self.backend[rows], shared))
         rows, part = kept
         part.open = None if self.open is None else self.open[rows]
         return part
 
     def count_below(self, p: Profile, limit: int, focus: Evaluator | None = None) -> int:
         """``count(p)`` where it is below ``limit``; else a number of at least ``limit``, from
-        a part of the cases where its count settles it: ``focus`` (a part of these cases) where it
-        is the smaller, else every SAMPLE_STRIDE-th case."""
+        a part of the cases where its count settles it (a part's count is at most the whole's):
+        ``focus``, a part of these cases, then every SAMPLE_STRIDE-th case."""
         k = (self.key(p), self.open is not None)
         if k in self._counts:
             return self._counts[k]
         n = self.cases.shape[0]
-        if focus is not None and focus.cases.shape[0] * SAMPLE_STRIDE <= n:
+        if focus is not None:
             lower = focus.count(p)  # a profile the oracle rejects: every unit of the part
             if lower >= limit:
                 return lower
-        elif n >= _SAMPLED_FROM:
-            sample = self.part("sample", np.arange(0, self.cases.shape[0], SAMPLE_STRIDE))
+        if n >= _SAMPLED_FROM:
+            sample = self.part("sample", np.arange(0, self.cases.shape[0], SAMPLE_STRIDE), shared=True)
             if sample.units(p) is not None:  # a profile the oracle rejects is counted whole
                 lower = sample.count(p)
                 if lower >= limit:
@@ -252,14 +255,19 @@ def _moves(p: Profile, universe: tuple[str, ...]) -> list[tuple[str, object]]:
 def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[Profile, int]:
     p, c = _vary(start), ev.count(start)
     while c > 0:
-        # The cases that hold the c units p leaves unexplained: a move leaves at least as many of
-        # its own there as everywhere else together, so where that part already counts c or more
-        # the move cannot be the better one (a kernel with a few wrong bytes: a few cases).
+        # The cases that hold the c units p leaves unexplained (a kernel with a few wrong bytes:
+        # a few cases). A move's count there is at most its count on every case, so where it is c
+        # or more there the move cannot be the better one; where they are few, they settle most
+        # moves before any run on the whole pool.
         wrong = ev.wrong(p)
         rows = np.flatnonzero(wrong.any(axis=1))
-        unexplained = ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
+
+        def unexplained_part() -> Evaluator:
+            return ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
+
+        focus = unexplained_part() if rows.size * SAMPLE_STRIDE <= ev.cases.shape[0] else None
         # a move counted below c is counted exactly; the others only as far as shows they are not
-        singles = [(ev.count_below(_vary(p, **{f: v}), c, unexplained), i, f, v)
+        singles = [(ev.count_below(_vary(p, **{f: v}), c, focus), i, f, v)
                    for i, (f, v) in enumerate(_moves(p, universe))]
         best = min(singles, default=None)
         if best is not None and best[0] < c:
@@ -267,6 +275,7 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
             continue
         # No single field helps: try pairs among the fields that move some unexplained unit
         # (read on the cases that hold one: the others cannot show it).
+        unexplained = unexplained_part()
         wrong, base = wrong[rows], unexplained.units(p)
         implicated = []
         for f in universe:
@@ -281,7 +290,7 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
         for f, g in itertools.combinations(implicated, 2):
             for v, w in itertools.product(candidates.values(f), candidates.values(g)):
                 if v != getattr(p, f) and w != getattr(p, g):
-                    pairs.append((ev.count_below(_vary(p, **{f: v, g: w}), c, unexplained), len(pairs), f, v, g, w))
+                    pairs.append((ev.count_below(_vary(p, **{f: v, g: w}), c, focus), len(pairs), f, v, g, w))
         best_pair = min(pairs, default=None)
         if best_pair is None or best_pair[0] >= c:
             break

@@ -87,9 +87,11 @@ def _module_source(module_name: str) -> str:
     spec, path = None, None
     parts = module_name.split(".") if module_name else []
     for i in range(len(parts)):
+        if i and path is None:
+            return ""  # a part before the last is a plain module: nothing under it to find
         try:
             spec = PathFinder.find_spec(".".join(parts[:i + 1]), path)
-        except (ImportError, ValueError):
+        except Exception:  # noqa: BLE001 - e.g. a namespace package the finder wants in sys.modules
             return ""
         if spec is None:
             return ""

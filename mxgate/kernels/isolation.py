@@ -3,8 +3,9 @@ run or forge its verdict.
 
 ``load(name, device)`` starts a worker (never a ``fork`` of the gate's process: torch and triton
 threads do not survive a fork; forked from a clean, spawned fork server that preloaded NumPy, and
-torch or torchao where several backends import them, before any op ran, else spawned) in a process group of its own. The worker imports and builds the
-backend and asks it ``available()`` and ``ops()``; the parent keeps only that description
+torch or torchao where several backends import them, before any op ran, else spawned) in a
+process group of its own. The worker imports and builds the backend and asks it
+``available()`` and ``ops()``; the parent keeps only that description
 (``Description``). Building runs under a start-up budget of its own (``startup_timeout``), apart
 from the per-call limit, so a slow import on a busy machine is never taken for a hung op. A name
 that is no backend (``NotABackend``: unknown module, missing attribute, not a Backend) is a
@@ -491,7 +492,13 @@ def shared_preloads(names: list[str]) -> list[str]:
 
     from mxgate import kernels
 
-    counts = Counter(package for name in set(names) for package in kernels.heavy_imports(name))
+    def guess(name: str) -> tuple[str, ...]:
+        try:
+            return kernels.heavy_imports(name)
+        except Exception:  # noqa: BLE001 - e.g. clashing entry points: the start itself says so
+            return ()
+
+    counts = Counter(package for name in set(names) for package in guess(name))
     return [module for package, module in _SHARED_PRELOADS.items() if counts[package] > 1]
 
 

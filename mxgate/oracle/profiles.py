@@ -457,15 +457,22 @@ class MemoByReads:
             return self._call(profile)
 
     def _call(self, profile: Profile):
-        for names in list(self._read_sets):
-            key = (names, tuple(getattr(profile, name) for name in names))  # read here: an outer memo records them
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
+        try:
+            for names in list(self._read_sets):
+                key = (names, tuple(getattr(profile, name) for name in names))  # read here: an outer memo records them
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+        except TypeError:  # a field holding an unhashable value (a list for a tuple): not kept
+            return self._f(profile)
         reads: set[str] = set()
         result = self._f(recording(profile, reads))
         names = tuple(sorted(reads))
         key = (names, tuple(getattr(profile, name) for name in names))
+        try:
+            hash(key)
+        except TypeError:
+            return result
         if key not in self._entries:
             self._read_sets[names] += 1
         self._entries[key] = result
