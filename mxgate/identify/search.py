@@ -205,12 +205,11 @@ class Evaluator:
         k = (self.key(p), self.open is not None)
         if k in self._counts:
             return self._counts[k]
-        n = self.cases.shape[0]
         if focus is not None:
             lower = focus.count(p)  # a profile the oracle rejects: every unit of the part
             if lower >= limit:
                 return lower
-        if n >= _SAMPLED_FROM:
+        if self.cases.shape[0] >= _SAMPLED_FROM:
             sample = self.part("sample", np.arange(0, self.cases.shape[0], SAMPLE_STRIDE), shared=True)
             if sample.units(p) is not None:  # a profile the oracle rejects is counted whole
                 lower = sample.count(p)
@@ -261,11 +260,8 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
         # moves before any run on the whole pool.
         wrong = ev.wrong(p)
         rows = np.flatnonzero(wrong.any(axis=1))
-
-        def unexplained_part() -> Evaluator:
-            return ev.part(("unexplained", Evaluator.key(p), ev.open is not None), rows)
-
-        focus = unexplained_part() if rows.size * SAMPLE_STRIDE <= ev.cases.shape[0] else None
+        tag = ("unexplained", Evaluator.key(p), ev.open is not None)
+        focus = ev.part(tag, rows) if rows.size * SAMPLE_STRIDE <= ev.cases.shape[0] else None
         # a move counted below c is counted exactly; the others only as far as shows they are not
         singles = [(ev.count_below(_vary(p, **{f: v}), c, focus), i, f, v)
                    for i, (f, v) in enumerate(_moves(p, universe))]
@@ -275,7 +271,7 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
             continue
         # No single field helps: try pairs among the fields that move some unexplained unit
         # (read on the cases that hold one: the others cannot show it).
-        unexplained = unexplained_part()
+        unexplained = ev.part(tag, rows)
         wrong, base = wrong[rows], unexplained.units(p)
         implicated = []
         for f in universe:

@@ -46,6 +46,7 @@ import secrets
 import signal
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -488,8 +489,6 @@ def expect_starts(names: list[str]) -> None:
 def shared_preloads(names: list[str]) -> list[str]:
     """The modules a fork server imports for the backends ``names``: each costly package
     (``kernels.heavy_imports``) that at least two of them import."""
-    from collections import Counter
-
     from mxgate import kernels
 
     def guess(name: str) -> tuple[str, ...]:

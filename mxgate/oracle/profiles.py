@@ -457,21 +457,18 @@ class MemoByReads:
             return self._call(profile)
 
     def _call(self, profile: Profile):
-        try:
-            for names in list(self._read_sets):
-                key = (names, tuple(getattr(profile, name) for name in names))  # read here: an outer memo records them
-                if key in self._entries:
-                    self._entries.move_to_end(key)
-                    return self._entries[key]
-        except TypeError:  # a field holding an unhashable value (a list for a tuple): not kept
-            return self._f(profile)
+        for names in list(self._read_sets):
+            key = _key(names, profile)
+            if key is None:
+                return self._f(profile)
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
         reads: set[str] = set()
         result = self._f(recording(profile, reads))
         names = tuple(sorted(reads))
-        key = (names, tuple(getattr(profile, name) for name in names))
-        try:
-            hash(key)
-        except TypeError:
+        key = _key(names, profile)
+        if key is None:
             return result
         if key not in self._entries:
             self._read_sets[names] += 1
@@ -483,6 +480,17 @@ class MemoByReads:
             if not self._read_sets[dropped]:
                 del self._read_sets[dropped]
         return result
+
+
+def _key(names: tuple[str, ...], profile: Profile) -> tuple | None:
+    """MemoByReads' key of ``profile`` under the fields ``names`` (read here, so an outer memo
+    records them), or None where a field holds an unhashable value (a list for a tuple): not kept."""
+    key = (names, tuple(getattr(profile, name) for name in names))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 # Registered on every import of this module, so the set of names never depends on what else a
