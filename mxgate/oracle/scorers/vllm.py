@@ -56,8 +56,8 @@ max_context_len clamp) mapped onto one query row per pseudo-batch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -69,7 +69,7 @@ from mxgate.oracle import layouts as _layouts
 from mxgate.oracle.scorers import arithmetic as ar
 from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
-from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, head_sum, pow2_f64, weighted_sum_f64
+from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, f64_nearest, head_sum, pow2_f64, weighted_sum_f64
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
 from mxgate.oracle.xp import device, ieee_quiet, is_numpy, namespace, table_on, take, to_numpy
 
@@ -569,36 +569,38 @@ def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, l
     qk32 = np.empty((n, H), np.float32)
     qk = np.empty((n, H))
     value = np.empty(n)
-    for c in range(n):
-        exact = _slow_qk(I[c], aq[c], lq[c], ak[c], lk[c])
-        for h, x in enumerate(exact):
-            qk32[c, h] = _f32_of_fraction(x)
-            qk[c, h] = float(x)
-        value[c] = _slow_value(exact, w[c])
+    # every group's power of two, 2^(aq + ak + lq + lk - 2), as an int64 exponent [c, H, G]
+    expo = (aq.astype(np.int64) + ak.astype(np.int64)[:, None, :] + lq.astype(np.int64)[:, :, None]
+            + lk.astype(np.int64)[:, None, None] - 2)
+    for c, (dots, exps, weights) in enumerate(zip(I.astype(np.int64).tolist(), expo.tolist(), w.tolist())):
+        exact = _slow_qk(dots, exps)
+        for h, (num, exp) in enumerate(exact):
+            qk32[c, h] = f32_nearest(num, exp)
+            qk[c, h] = f64_nearest(num, exp)
+        value[c] = _slow_value(exact, weights)
     return qk32, qk, value
 
 
-def _slow_qk(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, lk: np.ndarray) -> list[Fraction]:
-    """Exact qk of every head of one (row, token) cell: I [G, H] integer group dots."""
-    out: list[Fraction] = []
-    for h in range(I.shape[1]):
-        total = Fraction(0)
-        for g in range(ROW_GROUPS):
-            total += int(I[g, h]) * Fraction(2) ** int(aq[h, g] + ak[g] + lq[h] + lk - 2)
-        out.append(total)
+def _slow_qk(dots: list[list[int]], exps: list[list[int]]) -> list[tuple[int, int]]:
+    """Exact qk of every head of one (row, token) cell as num * 2^exp: dots [G][H] integer group
+    dots, exps [H][G] each group's power of two; the sum is aligned on the smallest exponent."""
+    out: list[tuple[int, int]] = []
+    for h, head_exps in enumerate(exps):
+        low = min(head_exps)
+        out.append((sum(dots[g][h] << (e - low) for g, e in enumerate(head_exps)), low))
     return out
 
 
-def _slow_value(qks: list[Fraction], w: np.ndarray) -> float:
-    total = Fraction(0)
-    for x, wh in zip(qks, w):
-        if x > 0 and np.isfinite(wh):
-            total += x * Fraction(float(wh))
-    return float(total)  # Fraction -> float rounds correctly
+def _slow_value(qks: list[tuple[int, int]], w: list[float]) -> float:
+    """fl64(sum_h relu(qk_h) w_h) exactly: each float32 weight is a dyadic num * 2^exp too."""
+    terms = []
+    for (num, exp), wh in zip(qks, w):
+        if num > 0 and math.isfinite(wh):
+            wn, wd = wh.as_integer_ratio()  # wd is a power of two
+            terms.append((num * wn, exp - (wd.bit_length() - 1)))
+    if not terms:
+        return 0.0
+    low = min(e for _, e in terms)
+    return f64_nearest(sum(t << (e - low) for t, e in terms), low)
 
 
-def _f32_of_fraction(x: Fraction) -> np.float32:
-    """The float32 nearest to a dyadic rational (denominator a power of two)."""
-    den = x.denominator
-    exp = -(den.bit_length() - 1)
-    return f32_nearest(x.numerator, exp)
