@@ -376,6 +376,27 @@ def test_log2f_threshold_is_a_clean_step(k: int) -> None:
     assert X.log2f_affected_mantissas(k) == list(range(1, j + 1))
 
 
+def test_log2f_ceil_and_floor_skip_the_logarithm_only_where_it_cannot_matter() -> None:
+    """ceil and floor of fl32(log2 s) are decided without the logarithm once s lies 2^-16
+    (relative) or more from a power of two: on every binade, the float32 on both sides of that
+    edge above 2^k and below 2^(k+1), and a few next to the powers, give the same integers as
+    the correctly rounded log2f; and the quotients s / 6 the rceil policies take, likewise."""
+    checked = 0
+    for k in range(-149, 128):
+        base, size = X.binade_base_bits(k), X.binade_size(k)
+        edge = max(1, size >> X._NEAR_POW2)  # 2^-16 of the binade, in float32 steps
+        steps = {1, 2, 3, edge - 2, edge - 1, edge, edge + 1, edge + 2, size - edge - 1, size - edge,
+                 size - edge + 1, size - 2, size - 1}
+        for j in sorted(j for j in steps if 0 < j < size):
+            s = X.f32_to_fraction(base + j)
+            for v in (s, s / 6):
+                log2f = X.log2f_value(v)
+                assert X._ceil_log2f(v) == math.ceil(log2f), (hex(base + j), v == s)
+                assert X._floor_log2f(v) == math.floor(log2f), (hex(base + j), v == s)
+                checked += 1
+    assert checked > 5000
+
+
 @pytest.mark.parametrize(
     ("s", "log2f", "bitwise"),
     [

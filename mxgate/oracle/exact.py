@@ -562,7 +562,34 @@ def _positive_f32(bits: int) -> Fraction:
 
 def ceil_log2f(s_bits_f32: int) -> int:
     """ceil(fl32(log2(s))) for a positive finite float32 s (subnormals included)."""
-    return math.ceil(log2f_value(_positive_f32(s_bits_f32)))
+    return _ceil_log2f(_positive_f32(s_bits_f32))
+
+
+# ceil and floor of fl32(log2 s) without the logarithm where log2 s lies 2^-16 or more inside
+# (k, k + 1), k = floor(log2 s). Every float32 next to an integer n with |n| < 256 lies within
+# 2^-16 of it, and rounding is monotone, so fl32(x) > n for x >= n + 2^-16 and fl32(x) < n for
+# x <= n - 2^-16. For s = 2^k (1 + t), t in (0, 1): log2(1 + t) >= t (concave, equal at 0 and
+# 1), so t >= 2^-16 puts log2 s at least 2^-16 above k; for s = 2^(k+1) (1 - t):
+# log2(1 - t) <= -t, so t >= 2^-16 puts it at least 2^-16 below k + 1. Only the s within 2^-16
+# (relative) of a power of two need the correctly rounded value.
+_NEAR_POW2 = 16
+
+
+def _ceil_log2f(s: Fraction) -> int:
+    k = floor_log2(s)
+    base = pow2(k)
+    if s == base:
+        return k
+    if abs(k) < 250 and s >= base + pow2(k - _NEAR_POW2):
+        return k + 1
+    return math.ceil(log2f_value(s))
+
+
+def _floor_log2f(s: Fraction) -> int:
+    k = floor_log2(s)
+    if abs(k) < 250 and s <= pow2(k + 1) - pow2(k + 1 - _NEAR_POW2):
+        return k
+    return math.floor(log2f_value(s))
 
 
 def binade_base_bits(k: int) -> int:
@@ -717,13 +744,13 @@ def _policy_biased(amax: Fraction, p: Profile, floor_value: Fraction | None, ele
                 return None
             k = floor_log2(v)
             return k + (v != pow2(k)) + 127
-        return None if v == 0 else math.ceil(log2f_value(v)) + 127
+        return None if v == 0 else _ceil_log2f(v) + 127
     if amax == 0:
         return None
     if policy == "floor":
         return floor_log2(amax) - element.emax + 127
     if policy == "floor_log2f":  # floor of a correctly rounded log2f
-        return math.floor(log2f_value(amax)) - element.emax + 127
+        return _floor_log2f(amax) - element.emax + 127
     if policy == "ceil":
         return ceil_pow2_field(fraction_to_f32_bits(amax)) - element.emax
     if policy == "even":
