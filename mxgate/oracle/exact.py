@@ -149,6 +149,11 @@ def f32_dyadic(bits: int) -> tuple[int, int, int]:
     _check_u32(bits)
     if not f32_is_finite(bits):
         raise ValueError(f"bits {bits:#010x} is not finite")
+    return _f32_dyadic(bits)
+
+
+def _f32_dyadic(bits: int) -> tuple[int, int, int]:
+    """f32_dyadic for bits its caller has checked and found finite (the sweeps' inner calls)."""
     field, mant = (bits >> 23) & 0xFF, bits & 0x7FFFFF
     if field == 0:  # subnormal: no hidden bit, exponent of the smallest normal
         return f32_sign(bits), mant, -149
@@ -276,7 +281,7 @@ def round_bf16(x_bits: int, profile: str | Profile | None = None) -> int:
         return _bf16_nan(x_bits, rule)
     if f32_is_inf(x_bits):
         return x_bits >> 16
-    sign, sig, exp = f32_dyadic(x_bits)
+    sign, sig, exp = _f32_dyadic(x_bits)
     sig, q = round_dyadic_nearest_even(sig, exp, 8, -126)
     if sig < 1 << 7:  # subnormal or zero: q == -133
         return (sign << 15) | sig
@@ -390,15 +395,16 @@ def _encode_e2m1_halves(num: int, den: int, negative: bool, sign_bit: int, p: Pr
     """E2M1 code of a value x whose magnitude is num / (2 den), den > 0, negative when x < 0:
     the nearest of the 8 magnitudes (so anything above 6 saturates to 6), ties per profile, then
     the sign, with the sign of a zero result per profile.zero_sign. den * |2|x| - m| = |num - m den|
-    is each distance, scaled by den, in integers."""
-    dist = [abs(num - m * den) for m in _E2M1_HALVES]
-    best = min(dist)
-    nearest = [i for i in range(8) if dist[i] == best]
-    if len(nearest) == 1:
-        i = nearest[0]
+    is each distance, scaled by den, in integers. The magnitudes increase, so the nearest is the
+    last one at or below 2|x| or the next: only those two distances are compared."""
+    lo = 0
+    while lo < 7 and _E2M1_HALVES[lo + 1] * den <= num:
+        lo += 1
+    if lo == 7:
+        i = 7
     else:
-        lo, hi = nearest
-        i = _break_tie(lo, hi, negative, p.tie)
+        below, above = num - _E2M1_HALVES[lo] * den, _E2M1_HALVES[lo + 1] * den - num
+        i = lo if below < above else lo + 1 if above < below else _break_tie(lo, lo + 1, negative, p.tie)
     if i != 0:
         return i | (sign_bit << 3)
     if p.zero_sign == "keep":
@@ -422,7 +428,7 @@ def _encode_e2m1_bits(bits: int, p: Profile) -> int:
     sign = f32_sign(bits)
     if f32_is_inf(bits):
         return _e2m1_inf_code(sign, p)
-    _, sig, exp = f32_dyadic(bits)
+    _, sig, exp = _f32_dyadic(bits)
     return _encode_e2m1_dyadic(sig, exp, sign, p)
 
 
@@ -456,7 +462,7 @@ def encode_e2m1_scaled(x_bits: int, e8m0_byte: int, profile: str | Profile, quot
         return _encode_e2m1_dyadic(0, 0, sign, p)
     if f32_is_inf(x_bits):
         return _e2m1_inf_code(sign, p)
-    _, sig, exp = f32_dyadic(x_bits)
+    _, sig, exp = _f32_dyadic(x_bits)
     exp -= _e8m0_divisor_log2(e8m0_byte, p)  # x / 2^k, exactly: only the exponent moves
     if quotient == "f32":
         return _encode_e2m1_bits(dyadic_to_f32_bits(sign, sig, exp), p)
@@ -886,7 +892,7 @@ def encode_e4m3(x_bits: int, variant: Fp8Variant = "fn", overflow: Fp8Overflow =
     max_code = _e4m3_code_of_max(_variant(variant)) | (sign << 7)
     if f32_is_inf(x_bits):
         return _e4m3_nan_code(sign, variant, overflow) if overflow == "nan" else max_code
-    _, sig, exp = f32_dyadic(x_bits)
+    _, sig, exp = _f32_dyadic(x_bits)
     sig, q = round_dyadic_nearest_even(sig, exp, 4, 1 - bias)
     top = e4m3_max(variant)  # a dyadic value: its denominator is a power of two
     if dyadic_greater(sig, q, top.numerator, -(top.denominator.bit_length() - 1)):
