@@ -145,3 +145,15 @@ def test_units_take_the_narrowest_type_that_holds_every_output() -> None:
                            ((nibbles.astype(np.uint32), e8m0), np.uint32), ((nibbles, e8m0.astype(np.int32)), np.int64)):
         units = driver.units(outputs, 5)
         assert units.dtype == dtype and np.array_equal(units.astype(np.int64), expected), (dtype, units.dtype)
+
+
+def test_first_hits_are_argwheres_first_rows() -> None:
+    """The evidence's first hits, found from the rows that hold any, are np.argwhere's first k."""
+    rng = np.random.Generator(np.random.PCG64(2612))
+    for _ in range(500):
+        rows, cols = int(rng.integers(0, 40)), int(rng.integers(1, 24))
+        mask = rng.random((rows, cols)) < rng.choice([0.0, 0.005, 0.1, 0.95])
+        for k in (1, 2, 7):
+            want = np.argwhere(mask)[:k]
+            got = search.first_hits(mask, k)
+            assert got.shape == want.shape and np.array_equal(got, want), (mask.shape, k)

@@ -294,6 +294,16 @@ def _descend(ev: Evaluator, start: Profile, universe: tuple[str, ...]) -> tuple[
     return p, c
 
 
+def first_hits(mask: np.ndarray, k: int) -> np.ndarray:
+    """np.argwhere(mask)[:k] for a 2-d mask, without listing every hit: the first k hits in
+    row-major order lie in the first k rows that hold any (a value that moves most units
+    would otherwise list them all, for the two kept as evidence)."""
+    rows = np.flatnonzero(mask.any(axis=1))[:k]
+    hits = np.argwhere(mask[rows])[:k]
+    hits[:, 0] = rows[hits[:, 0]]
+    return hits
+
+
 def _decide(ev: Evaluator, p: Profile, universe: tuple[str, ...], declared: tuple[str, ...]) -> dict[str, FieldDecision]:
     base = ev.units(p)
     assert base is not None, "the best profile is one the oracle accepts"
@@ -310,7 +320,7 @@ def _decide(ev: Evaluator, p: Profile, universe: tuple[str, ...], declared: tupl
                 continue
             moved = u != base
             read = read or bool(moved.any())
-            deciding = np.argwhere(moved & judged)
+            deciding = first_hits(moved & judged, EVIDENCE_PER_VALUE)
             if deciding.size == 0:
                 consistent.append(v)
                 if ev.open is not None and bool((moved & ev.open).any()):
@@ -380,7 +390,7 @@ def infer(driver: Driver, cases: np.ndarray, backend_units: np.ndarray, declared
             ev.open = None
     decisions = _decide(ev, best, universe, driver.fields)
     wrong = ev.wrong(best)
-    first = tuple(int(i) for i in np.argwhere(wrong)[0]) if best_count else None
+    first = tuple(int(i) for i in first_hits(wrong, 1)[0]) if best_count else None
     findings: list[SideFinding] = []
     for side in sides:
         # a field the cases read keeps to the values they left consistent; their evidence stays
@@ -543,7 +553,7 @@ def analyse_side(run: SideRun, best: Profile, declared: tuple[str, ...],
     explained = [b == u for b, u in zip(base, run.units)]
     if c:
         for i, w in enumerate(ev.wrong(p, variant)):
-            hits = np.argwhere(w)
+            hits = first_hits(w, 1)
             if hits.size:
                 row, unit = (int(x) for x in hits[0])
                 finding.first_unexplained = (i, row, unit)
@@ -562,7 +572,7 @@ def analyse_side(run: SideRun, best: Profile, declared: tuple[str, ...],
             moved = [g != b for g, b in zip(got, base)]
             moved_by[(axis, v)] = any(bool(m.any()) for m in moved)
             read = read or moved_by[(axis, v)]
-            deciding = [(i, np.argwhere(m & e)) for i, (m, e) in enumerate(zip(moved, explained))]
+            deciding = [(i, first_hits(m & e, EVIDENCE_PER_VALUE)) for i, (m, e) in enumerate(zip(moved, explained))]
             if all(d.size == 0 for _, d in deciding):
                 consistent.append(v)
                 continue
