@@ -294,6 +294,23 @@ def test_faults_of_either_side_are_reported_and_exit_1(tmp_path: Path) -> None:
     assert "B (faulty_backends:Hanging) timeout after 3 s" in done.stdout
 
 
+@pytest.mark.parametrize("side, backend, cause", [
+    ("B", "raises_at_import:Backend", "failed to load: raised RuntimeError: planted error while importing"),
+    ("A", "os_exit_at_import:Backend", "failed to load: crashed: the worker exited with status 0 while loading"),
+    ("B", "segfault_at_import:Backend", "failed to load: crashed: signal 11 (SIGSEGV) while loading"),
+])
+def test_a_side_that_faults_while_loading_is_its_fault_and_exit_1(tmp_path: Path, side: str, backend: str,
+                                                                  cause: str) -> None:
+    """Each side is built in a worker of its own, never in the diff's process: a backend that
+    raises, exits (status 0 included) or crashes while loading is that side's fault, status 1."""
+    pair = [backend, "oracle"] if side == "A" else ["oracle", backend]
+    done = mxgate_diff([*pair, "--op", "e2m1.encode", "--examples", "5"], tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"mxgate diff: fault: {side} ({backend}): {cause}") and last.endswith("exit status 1"), last
+    assert "Traceback" not in done.stderr, done.stderr
+
+
 def test_ops_the_diff_cannot_generate_inputs_for_are_listed(tmp_path: Path) -> None:
     done = mxgate_diff(["oracle", "oracle", "--examples", "5"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -183,16 +183,60 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
     _validate_numbers(args)
     from mxgate import kernels
-    from mxgate.conformance import differential
-    from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S, isolate
+    from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S
 
     for name in (args.a, args.b):
         kernels.check_name(name)  # unknown names and broken specs: one line, status 2
-    a, b = kernels.get(args.a, args.device), kernels.get(args.b, args.device)
-    for label, name, backend in (("A", args.a, a), ("B", args.b, b)):
-        status = backend.available()
-        if not status:
-            raise CliError(f"{label} ({name}) is not available here: {status.reason}")
+    timeout = args.timeout or DEFAULT_TIMEOUT_S
+    try:
+        a, b = _load_sides(args, timeout)
+    except _SideFault as fault:
+        print(f"mxgate diff: A = {args.a}, B = {args.b}, device {args.device}, seed {args.seed}", flush=True)
+        print(f"mxgate diff: fault: {fault}; no op searched, no case written; exit status 1", flush=True)
+        return 1
+    try:
+        return _diff(args, a, b)
+    finally:
+        a.close()
+        b.close()
+
+
+def _load_sides(args: argparse.Namespace, timeout: float):
+    """Both backends, each built and described in a worker of its own (never in this process: a
+    backend that raises, crashes or exits while loading is a fault of its side, status 1)."""
+    from mxgate.kernels import isolation
+
+    names = [args.a, args.b]
+    if args.a == args.b:  # one name twice: each side still gets a worker of its own
+        loaded = [isolation.start_all([name], args.device, timeout=timeout)[name] for name in names]
+    else:  # both start side by side
+        started = isolation.start_all(names, args.device, timeout=timeout)
+        loaded = [started[name] for name in names]
+    problem: Exception | None = None
+    for label, name, result in zip("AB", names, loaded):
+        if problem is not None:
+            break
+        if isinstance(result, isolation.BackendFault):
+            problem = _SideFault(f"{label} ({name}): {result.cause}")
+        elif isinstance(result, Exception):
+            problem = result
+        elif not (status := result.available()):
+            problem = CliError(f"{label} ({name}) is not available here: {status.reason}")
+    if problem is not None:
+        for result in loaded:
+            if not isinstance(result, Exception):
+                result.close()
+        raise problem
+    return loaded[0], loaded[1]
+
+
+class _SideFault(Exception):
+    """A side that did not load: reported as that side's fault (status 1), not a usage error."""
+
+
+def _diff(args: argparse.Namespace, a, b) -> int:
+    from mxgate.conformance import differential
+
     searched, uncovered, blocked = _plan(args, a, b)
     names = {"A": args.a, "B": args.b}
     print(f"mxgate diff: A = {args.a}, B = {args.b}, device {args.device}, seed {args.seed}, "
@@ -201,21 +245,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"not covered by diff (no input generator yet): {', '.join(uncovered)}")
     for op, why in blocked:
         print(f"not run here: {op}: {why}")
-    timeout = args.timeout or DEFAULT_TIMEOUT_S
-    side_a, side_b = isolate(a, timeout), isolate(b, timeout)
     results = []
-    try:
-        for i, op in enumerate(searched, start=1):
-            print(f"[{i}/{len(searched)}] {op} (A {a.op(op).profile}, B {b.op(op).profile}): ", end="", flush=True)
-            result = differential.diff_op(op, side_a, side_b, examples=args.examples, seed=args.seed,
-                                          max_cases=args.max_cases)
-            print(_op_line(result), flush=True)
-            _print_cases(result, names)
-            sys.stdout.flush()
-            results.append(result)
-    finally:
-        side_a.close()
-        side_b.close()
+    for i, op in enumerate(searched, start=1):
+        print(f"[{i}/{len(searched)}] {op} (A {a.op(op).profile}, B {b.op(op).profile}): ", end="", flush=True)
+        result = differential.diff_op(op, a, b, examples=args.examples, seed=args.seed, max_cases=args.max_cases)
+        print(_op_line(result), flush=True)
+        _print_cases(result, names)
+        sys.stdout.flush()
+        results.append(result)
     written = _write(results, args)
     unexplained = sum(r.unexplained_total for r in results)
     faults = sum(len(r.faults) + len(r.notes) for r in results)
