@@ -311,6 +311,16 @@ def test_a_side_that_faults_while_loading_is_its_fault_and_exit_1(tmp_path: Path
     assert "Traceback" not in done.stderr, done.stderr
 
 
+def test_a_side_that_writes_into_its_input_is_its_fault_and_exit_1(tmp_path: Path) -> None:
+    """A kernel that writes into an input it does not own is a fault of its side (the other side
+    ran on its own copy), reported like any other fault, status 1, not an internal error."""
+    done = mxgate_diff(["oracle", "dishonest_backends:zeroes_input", "--op", "e2m1.encode", "--examples", "5"],
+                       tmp_path, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fault e2m1.encode: B (dishonest_backends:zeroes_input) wrote into its input x" in done.stdout, done.stdout
+    assert done.stdout.strip().splitlines()[-1].endswith("exit status 1") and "Traceback" not in done.stderr
+
+
 def test_ops_the_diff_cannot_generate_inputs_for_are_listed(tmp_path: Path) -> None:
     done = mxgate_diff(["oracle", "oracle", "--examples", "5"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

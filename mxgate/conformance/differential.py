@@ -41,7 +41,7 @@ from mxgate.op_table import OpName
 from mxgate import oracle
 from mxgate.inputs import boundaries, strategies
 from mxgate.kernels.base import Backend, OutsideContract
-from mxgate.kernels.isolation import BackendCrashed, BackendRaised
+from mxgate.kernels.isolation import BackendCrashed, BackendFault
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats.e4m3 import SATURATE_OF_OVERFLOW as _SATURATE
 from mxgate.oracle.geometry import GROUP
@@ -459,7 +459,7 @@ def diff_op(op: str, a: Backend, b: Backend, *, examples: int, seed: int, max_ca
     def call(side: str, run: Callable, args: tuple) -> Any:
         try:  # each side gets its own copy: an op writing into its inputs cannot touch the other's
             return run(*[np.copy(x) if isinstance(x, np.ndarray) else x for x in args])
-        except (BackendRaised, BackendCrashed) as error:
+        except BackendFault as error:  # raised, crashed, hung, wrote into its input, refused it
             raise _SideFault(side, error) from None
 
     attempt = 0
