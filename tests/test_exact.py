@@ -378,15 +378,16 @@ def test_log2f_threshold_is_a_clean_step(k: int) -> None:
 
 def test_log2f_ceil_and_floor_skip_the_logarithm_only_where_it_cannot_matter() -> None:
     """ceil and floor of fl32(log2 s) are decided without the logarithm once s lies 2^-16
-    (relative) or more from a power of two: on every binade, the float32 on both sides of that
-    edge above 2^k and below 2^(k+1), and a few next to the powers, give the same integers as
-    the correctly rounded log2f; and the quotients s / 6 the rceil policies take, likewise."""
+    (relative) or more from a power of two: on every binade, the float32 on both sides of the
+    ceil's edge 2^k (1 + 2^-16) and of the floor's edge 2^(k+1) (1 - 2^-16), and a few next to
+    the powers, give the same integers as the correctly rounded log2f; and the quotients s / 6
+    the rceil policies take, likewise."""
     checked = 0
     for k in range(-149, 128):
         base, size = X.binade_base_bits(k), X.binade_size(k)
-        edge = max(1, size >> X._NEAR_POW2)  # 2^-16 of the binade, in float32 steps
-        steps = {1, 2, 3, edge - 2, edge - 1, edge, edge + 1, edge + 2, size - edge - 1, size - edge,
-                 size - edge + 1, size - 2, size - 1}
+        edge = max(1, size >> X._NEAR_POW2)  # 2^-16 of 2^k, in float32 steps of the binade
+        ceil_edge, floor_edge = edge, size - 2 * edge  # 2^-16 of 2^(k+1) is two such steps
+        steps = {1, 2, 3, size - 2, size - 1} | {e + d for e in (ceil_edge, floor_edge) for d in (-2, -1, 0, 1, 2)}
         for j in sorted(j for j in steps if 0 < j < size):
             s = X.f32_to_fraction(base + j)
             for v in (s, s / 6):

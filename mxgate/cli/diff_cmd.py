@@ -22,10 +22,11 @@ DEFAULT_OUT = "mxgate-diff"
 EPILOG = f"""exit status:
   0    no unexplained difference: every unit where A and B differ is explained by their
        declared profiles (or nothing differed)
-  1    at least one unexplained difference, or a fault of either side (an op that raised,
-       crashed its worker process or ran past --timeout)
-  2    usage error, said in one line before anything runs: an unknown or unloadable backend,
-       a backend not available here, an --op one side does not implement, that the diff cannot
+  1    at least one unexplained difference, or a fault of either side: an op that raised,
+       crashed its worker process or ran past --timeout, or a backend that raised, crashed or
+       exited while loading (each side loads in a worker process of its own)
+  2    usage error, said in one line before anything runs: an unknown backend name or a spec
+       that names no backend, a backend not available here, an --op one side does not implement, that the diff cannot
        generate inputs for or that cannot run here, nothing both sides implement that can be
        diffed, a bad --examples/--seed/--max-cases/--timeout, an --out path that is not a folder
   3    internal error
@@ -183,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
     _validate_numbers(args)
     from mxgate import kernels
+    from mxgate.kernels import isolation
     from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S
 
     for name in (args.a, args.b):
@@ -191,14 +193,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         a, b = _load_sides(args, timeout)
     except _SideFault as fault:
-        print(f"mxgate diff: A = {args.a}, B = {args.b}, device {args.device}, seed {args.seed}", flush=True)
+        print(_header(args), flush=True)
         print(f"mxgate diff: fault: {fault}; no op searched, no case written; exit status 1", flush=True)
         return 1
     try:
         return _diff(args, a, b)
     finally:
-        a.close()
-        b.close()
+        isolation.close_all([a, b])
+
+
+def _header(args: argparse.Namespace) -> str:
+    return (f"mxgate diff: A = {args.a}, B = {args.b}, device {args.device}, seed {args.seed}, "
+            f"{args.examples} examples per op")
 
 
 def _load_sides(args: argparse.Namespace, timeout: float):
@@ -207,26 +213,22 @@ def _load_sides(args: argparse.Namespace, timeout: float):
     from mxgate.kernels import isolation
 
     names = [args.a, args.b]
-    if args.a == args.b:  # one name twice: each side still gets a worker of its own
+    if args.a == args.b:  # one name twice: a worker for each side, one start after the other (starts are keyed by name)
         loaded = [isolation.start_all([name], args.device, timeout=timeout)[name] for name in names]
     else:  # both start side by side
         started = isolation.start_all(names, args.device, timeout=timeout)
         loaded = [started[name] for name in names]
     problem: Exception | None = None
     for label, name, result in zip("AB", names, loaded):
-        if problem is not None:
-            break
         if isinstance(result, isolation.BackendFault):
             problem = _SideFault(f"{label} ({name}): {result.cause}")
         elif isinstance(result, Exception):
             problem = result
         elif not (status := result.available()):
             problem = CliError(f"{label} ({name}) is not available here: {status.reason}")
-    if problem is not None:
-        for result in loaded:
-            if not isinstance(result, Exception):
-                result.close()
-        raise problem
+        if problem is not None:
+            isolation.close_all([r for r in loaded if not isinstance(r, Exception)])
+            raise problem
     return loaded[0], loaded[1]
 
 
@@ -239,8 +241,7 @@ def _diff(args: argparse.Namespace, a, b) -> int:
 
     searched, uncovered, blocked = _plan(args, a, b)
     names = {"A": args.a, "B": args.b}
-    print(f"mxgate diff: A = {args.a}, B = {args.b}, device {args.device}, seed {args.seed}, "
-          f"{args.examples} examples per op", flush=True)
+    print(_header(args), flush=True)
     if uncovered:
         print(f"not covered by diff (no input generator yet): {', '.join(uncovered)}")
     for op, why in blocked:

@@ -298,6 +298,8 @@ def first_hits(mask: np.ndarray, k: int) -> np.ndarray:
     """np.argwhere(mask)[:k] for a 2-d mask, without listing every hit: the first k hits in
     row-major order lie in the first k rows that hold any (a value that moves most units
     would otherwise list them all, for the two kept as evidence)."""
+    if mask.ndim != 2 or k < 0:
+        raise ValueError(f"first_hits takes a 2-d mask and k >= 0, got {mask.ndim}-d and k={k}")
     rows = np.flatnonzero(mask.any(axis=1))[:k]
     hits = np.argwhere(mask[rows])[:k]
     hits[:, 0] = rows[hits[:, 0]]

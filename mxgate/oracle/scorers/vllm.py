@@ -583,7 +583,8 @@ def exact_cells(I: np.ndarray, aq: np.ndarray, lq: np.ndarray, ak: np.ndarray, l
 
 def _slow_qk(dots: list[list[int]], exps: list[list[int]]) -> list[tuple[int, int]]:
     """Exact qk of every head of one (row, token) cell as num * 2^exp: dots [G][H] integer group
-    dots, exps [H][G] each group's power of two; the sum is aligned on the smallest exponent."""
+    dots, exps [H][G] each group's power of two (G = ROW_GROUPS); the sum is aligned on the
+    smallest exponent."""
     out: list[tuple[int, int]] = []
     for h, head_exps in enumerate(exps):
         low = min(head_exps)
