@@ -23,12 +23,14 @@ EPILOG = f"""exit status:
   0    no unexplained difference: every unit where A and B differ is explained by their
        declared profiles (or nothing differed)
   1    at least one unexplained difference, or a fault of either side: an op that raised,
-       crashed its worker process or ran past --timeout, or a backend that raised, crashed or
-       exited while loading (each side loads in a worker process of its own)
+       crashed its worker process, ran past --timeout or wrote into an input it does not own,
+       or a backend that raised, crashed or exited while loading (each side loads in a worker
+       process of its own)
   2    usage error, said in one line before anything runs: an unknown backend name or a spec
-       that names no backend, a backend not available here, an --op one side does not implement, that the diff cannot
-       generate inputs for or that cannot run here, nothing both sides implement that can be
-       diffed, a bad --examples/--seed/--max-cases/--timeout, an --out path that is not a folder
+       that names no backend, a backend not available here, an --op one side does not
+       implement, that the diff cannot generate inputs for or that cannot run here, nothing
+       both sides implement that can be diffed, a bad --examples/--seed/--max-cases/--timeout,
+       an --out path that is not a folder
   3    internal error
   130  interrupted
   141  standard output was closed early (mxgate diff ... | head)
