@@ -470,6 +470,41 @@ def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path) -> N
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie does not)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def test_an_interrupted_start_leaves_no_worker_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interrupt while backends start side by side (after the first has loaded) ends every
+    worker of that start: the caller gets none of them, so none may outlive the call."""
+    from mxgate.kernels import isolation
+
+    pids: list[int] = []
+    finish = isolation._Worker.finish_start
+
+    def interrupted_at_the_second(worker):
+        pids.append(worker.process.pid)
+        if len(pids) == 2:
+            raise KeyboardInterrupt
+        return finish(worker)
+
+    monkeypatch.setattr(isolation._Worker, "finish_start", interrupted_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        isolation.start_all(["oracle", "ml_dtypes"], "cpu")
+    assert len(pids) == 2
+    assert not [pid for pid in pids if _running(pid)], pids
+
+
 def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
     """Issue #26: workers fork from a preloaded fork server (never from the gate's process), in
     the environment the gate gives them, and close_all ends them together."""

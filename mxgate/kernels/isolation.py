@@ -866,13 +866,19 @@ def start_all(names: list[str], device: str = "cpu", *, timeout: float = DEFAULT
     loaded: dict[str, Any] = {name: _KEPT.pop(key[name]) for name in names if take and key[name] in _KEPT}
     workers = {name: _Worker(name, device, float(timeout), float(startup_timeout)) for name in names
                if name not in loaded}
-    for worker in workers.values():
-        worker.begin(list(workers))
-    for name, worker in workers.items():
-        try:
-            loaded[name] = IsolatedBackend(worker.finish_start(), worker, policy)
-        except (BackendFault, ValueError) as error:
-            loaded[name] = error
+    try:
+        for worker in workers.values():
+            worker.begin(list(workers))
+        for name, worker in workers.items():
+            try:
+                loaded[name] = IsolatedBackend(worker.finish_start(), worker, policy)
+            except (BackendFault, ValueError) as error:
+                loaded[name] = error
+    except BaseException:
+        # an interrupt (or anything else) mid-start: the caller gets none of these workers, so
+        # none may outlive this call
+        stop_all(list(workers.values()))
+        raise
     for name, result in loaded.items():
         if isinstance(result, IsolatedBackend) and policy is not None:
             result.policy = policy
