@@ -530,8 +530,9 @@ def log2f_value(s: Fraction) -> Fraction:
     return _log2f_value(Fraction(s))
 
 
-# 2^17: the bf16 and boundary sweeps ask for ~97k values per profile, in the same order for each;
-# an LRU smaller than that evicts every entry before its reuse
+# 2^17: a sweep over every bf16 and the boundaries (~97k values) may ask for each, in the same
+# order per profile, and an LRU smaller than that evicts every entry before its reuse (the scale
+# policies' ceil and floor of it ask only near powers of two: _ceil_log2f, _floor_log2f)
 @lru_cache(maxsize=1 << 17)
 def _log2f_value(s: Fraction) -> Fraction:
     e = floor_log2(s)
