@@ -311,6 +311,19 @@ def test_a_side_that_faults_while_loading_is_its_fault_and_exit_1(tmp_path: Path
     assert "Traceback" not in done.stderr, done.stderr
 
 
+def test_the_diffs_own_process_never_imports_a_side(tmp_path: Path) -> None:
+    """Each side is imported in its worker only: the backend module notes every process that
+    imports it, and the diff's own process is not among them."""
+    env = dict(_env(), DISHONEST_MARKERS=str(tmp_path))
+    run = subprocess.Popen([sys.executable, "-m", "mxgate", "diff", "oracle", "counted_import:Backend", "--op",
+                            "e2m1.encode", "--examples", "5"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, out + err
+    importers = {int(line) for line in (tmp_path / "imports").read_text().split()}
+    assert importers and run.pid not in importers, (run.pid, importers)
+
+
 def test_a_side_that_writes_into_its_input_is_its_fault_and_exit_1(tmp_path: Path) -> None:
     """A kernel that writes into an input it does not own is a fault of its side (the other side
     ran on its own copy), reported like any other fault, status 1, not an internal error."""
