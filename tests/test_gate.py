@@ -505,6 +505,27 @@ def test_an_interrupted_start_leaves_no_worker_running(monkeypatch: pytest.Monke
     assert not [pid for pid in pids if _running(pid)], pids
 
 
+def test_a_worker_that_cannot_start_gives_its_own_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that fails to start (no pid) is stopped with the others: the caller sees that
+    failure, not an error of the clean-up (a TypeError from killing pid None hid it)."""
+    import multiprocessing
+
+    from mxgate.kernels import isolation
+
+    class NoProcess(multiprocessing.get_context("spawn").Process):
+        def start(self) -> None:
+            raise OSError("planted: no process for this worker")
+
+    class Context:
+        Pipe = staticmethod(isolation._CONTEXT.Pipe)
+        Process = NoProcess
+
+    monkeypatch.setattr(isolation, "_fork_server", lambda *args: None)
+    monkeypatch.setattr(isolation, "_CONTEXT", Context)
+    with pytest.raises(OSError, match="planted: no process"):
+        isolation.start_all(["oracle", "ml_dtypes"], "cpu")
+
+
 def test_workers_start_from_the_fork_server_and_end_side_by_side() -> None:
     """Issue #26: workers fork from a preloaded fork server (never from the gate's process), in
     the environment the gate gives them, and close_all ends them together."""

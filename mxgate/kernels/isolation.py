@@ -673,7 +673,7 @@ class _Worker:
         raise BackendRaised(self.name, op, *payload)
 
     def kill(self) -> None:
-        if self.process is not None:
+        if self.process is not None and self.process.pid is not None:  # a start that raised has no pid
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)  # the worker and every child it left
             except (ProcessLookupError, PermissionError, OSError):
