@@ -85,15 +85,25 @@ def test_isolated_backend_sweeps_in_its_worker(monkeypatch: pytest.MonkeyPatch) 
     assert [(b & 0xFFFFFFFF, t, k) for b, t, k in wrong_rule.examples] == [(0x7F800000, 0x7F, 0x7E), (0xFF800000, 0xFF, 0xFE)]
 
 
+# `python -m mxgate ARGS`, saying on stderr at its exit whether that process imported torch
+_TORCH_PROBE = ("import atexit, runpy, sys; "
+                "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules, file=sys.stderr)); "
+                "sys.argv = ['mxgate', *sys.argv[1:]]; runpy.run_module('mxgate', run_name='__main__', alter_sys=True)")
+
+
 def test_sweep_cli_device_exit_status(tmp_path: Path) -> None:
     bad = _mxgate(tmp_path, "sweep", "e2m1", "--device", "cpu", "--backend", "planted_encoders:wrong_at_zero",
                   "--chunk-bits", "16", "--chunks", "1", "--quiet")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "1 mismatches" in bad.stdout and "input 0x00000000: oracle 0x00, backend 0x01" in bad.stdout
-    good = _mxgate(tmp_path, "sweep", "e2m1", "--device", "cpu", "--backend", "planted_encoders:right",
-                   "--chunk-bits", "16", "--chunks", "2", "--quiet")
+    # the same command, watched: the sweep runs in the backend's worker, this process never imports torch
+    good = subprocess.run([sys.executable, "-c", _TORCH_PROBE, "sweep", "e2m1", "--device", "cpu", "--backend",
+                           "planted_encoders:right", "--chunk-bits", "16", "--chunks", "2", "--quiet"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(HERE / "user_backends")), capture_output=True, text=True,
+                          timeout=300)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "131,072 inputs, 0 mismatches" in good.stdout
+    assert "torch imported: False" in good.stderr, good.stderr
 
 
 @pytest.mark.parametrize("args, message", [

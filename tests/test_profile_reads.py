@@ -46,6 +46,9 @@ def test_reads_inside_a_nested_memo_reach_the_outer_one() -> None:
 
 
 def test_the_scale_table_is_shared_by_profiles_differing_in_element_fields_only() -> None:
+    table = oracle.scales._scale_table(replace(BASE, name="t1", tie="away"))
+    assert oracle.scales._scale_table(BASE) is table
+    assert oracle.scales._scale_table(replace(BASE, name="t2", scale_policy="floor")) is not table
     amax = np.float32([1.0, 5.9, 6.0, 1e-40, 3e38]).view(np.uint32)
     a = oracle.scales.e8m0_scale_of_bits(amax, replace(BASE, name="t1", tie="away"))
     b = oracle.scales.e8m0_scale_of_bits(amax, replace(BASE, name="t2", scale_policy="floor"))

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 def _device_sweep(args: argparse.Namespace) -> int:
     from mxgate import kernels
     from mxgate.oracle import profiles
-    from mxgate.tools.optional import require
+    from mxgate.tools.optional import require, require_installed
 
     if args.device is None or args.backend is None:
         raise ValueError("--device and --backend go together: the device sweep judges a backend's encoder")
@@ -93,9 +93,12 @@ def _device_sweep(args: argparse.Namespace) -> int:
         profiles.get(args.profile)  # an unknown profile is a usage error before any work
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton backends run on the CPU interpreted
-    torch = require("torch", "mxgate sweep --device (the twin runs on torch)")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: torch sees no CUDA device here")
+    purpose = "mxgate sweep --device (the twin runs on torch)"
+    if args.device == "cuda":
+        if not require("torch", purpose).cuda.is_available():
+            raise ValueError("--device cuda: torch sees no CUDA device here")
+    else:  # the sweep runs in the backend's worker: this process need not import torch
+        require_installed("torch", purpose)
 
     from mxgate.conformance.plugin import resolve_timeouts
     from mxgate.kernels import isolation

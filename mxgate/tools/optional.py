@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 
@@ -12,6 +13,20 @@ def require(package: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(package)
     except ImportError as exc:
-        raise ImportError(f"{purpose} needs the {package} package, which cannot be imported "
-                          f"({' '.join(str(exc).split())}); install it: pip install {package}",
-                          name=package) from None
+        raise _missing(package, purpose, exc) from None
+
+
+def require_installed(package: str, purpose: str) -> None:
+    """``require`` without importing ``package`` here (the processes that use it import it):
+    the same ImportError when it is not installed."""
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError) as exc:
+        raise _missing(package, purpose, exc) from None
+    if not found:
+        raise _missing(package, purpose, ModuleNotFoundError(f"No module named {package!r}"))
+
+
+def _missing(package: str, purpose: str, exc: Exception) -> ImportError:
+    return ImportError(f"{purpose} needs the {package} package, which cannot be imported "
+                       f"({' '.join(str(exc).split())}); install it: pip install {package}", name=package)

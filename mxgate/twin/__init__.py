@@ -1,6 +1,8 @@
 """The oracle on torch tensors (CUDA and CPU): same bits, on the device.
 
-Importing this package imports torch; ``mxgate`` and ``mxgate.oracle`` never do. The codecs,
+``quantize_mx`` and the device modules import torch (``mxgate.twin.sweep`` at its first sweep, so
+that the gate's process can read a sweep's result without it); ``mxgate`` and ``mxgate.oracle``
+never do. The codecs,
 scales and ``dequantize_mx`` here are the oracle's own functions (written once against an array
 namespace, they run on tensors as given); what is the twin's own is device-specific: the fused
 Triton quantizer behind ``quantize_mx`` on CUDA, its scale tables, the device sweeps and the
@@ -27,7 +29,17 @@ from mxgate.oracle import (
     round_bf16,
     unpack_nibbles,
 )
-from mxgate.twin.quantize import quantize_mx
+
+
+def __getattr__(name: str):
+    # quantize_mx brings torch (and, on CUDA, triton): imported at first use, so that the gate's
+    # process can take the device sweep's results (mxgate.twin.sweep) without torch
+    if name == "quantize_mx":
+        from mxgate.twin.quantize import quantize_mx
+
+        return quantize_mx
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "bf16_bits", "bf16_to_f32", "decode_e2m1", "decode_e4m3", "decode_e8m0", "dequantize_mx",

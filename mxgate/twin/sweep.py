@@ -7,6 +7,9 @@ The backend and the reference both see all 2^32 patterns, chunk by chunk, on the
 the mismatch counts and the first examples come back to the host. The reference is the oracle's
 own encoder on the tensors: its rounding table, on the device, at its index
 (``oracle.rounding.lookup``), so a mismatch is the backend's.
+
+torch is imported by the functions that use it: the gate's process takes ``sweep_op`` and the
+``DeviceSweep`` results from here without importing torch (the sweep runs in the backend's worker).
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from mxgate.oracle import profiles as _profiles
 from mxgate.oracle.formats import e2m1, e4m3
 from mxgate.oracle.rounding import lookup
 from mxgate.oracle.formats.bf16 import bf16_bits
 from mxgate.oracle.xp import floats, i32, is_nan_bits, table_on
+
+if TYPE_CHECKING:
+    import torch
 
 TOTAL = 1 << 32
 CHUNK_BITS = 28
@@ -62,6 +67,8 @@ class DeviceSweep:
 def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     """The oracle's encoder for ``fmt`` under the profile, on ``device``: int32 float32 patterns
     -> its outputs as int32 units (codes, or bf16 bit patterns)."""
+    import torch
+
     p = _profiles.get(profile)
     like = torch.empty(0, device=device)
     if fmt == "e2m1":
@@ -78,6 +85,8 @@ def reference(profile: str | _profiles.Profile, fmt: str, device: torch.device) 
 
 def units(out: torch.Tensor, fmt: str) -> torch.Tensor:
     """An encoder's outputs as int32: uint8 codes, or the 16 bits of a bf16 (any 16-bit view)."""
+    import torch
+
     if fmt == "bf16":
         if out.dtype in (torch.uint16, torch.bfloat16):
             out = out.view(torch.int16)
@@ -87,6 +96,8 @@ def units(out: torch.Tensor, fmt: str) -> torch.Tensor:
 
 def patterns(start: int, count: int, device: torch.device) -> torch.Tensor:
     """int32 tensor of the float32 patterns start .. start + count - 1 (uint32 order)."""
+    import torch
+
     return torch.arange(count, dtype=torch.int32, device=device) + i32(start)
 
 
@@ -95,6 +106,8 @@ def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profil
                  chunks: Iterable[int] | None = None, max_examples: int = 10) -> DeviceSweep:
     """Judge ``backend_encoder`` (float32 tensor -> uint8 codes, or bf16 bits for "bf16", one per element, same shape)
     on every float32 input (or the 2^chunk_bits-input ``chunks``) against the twin."""
+    import torch
+
     p = _profiles.get(profile)
     dev = torch.device(device)
     expected = reference(p, fmt, dev)
@@ -133,6 +146,8 @@ def sweep_device(backend_encoder: Callable[[torch.Tensor], torch.Tensor], profil
 def _collect(result: DeviceSweep, indices: list[tuple[int, torch.Tensor]], base: torch.Tensor, expected, fmt: str,
              backend_encoder, chunk_bits: int, dev: torch.device, max_examples: int) -> None:
     """Examples from chunks with mismatches (recomputed only for those: mismatches are rare)."""
+    import torch
+
     if len(result.examples) >= max_examples:
         return
     counts = torch.stack([bad for _, bad in indices]).tolist() if indices else []
@@ -166,6 +181,7 @@ def from_numpy_op(run: Callable, device: str | torch.device) -> Callable[[torch.
     """A backend op that takes and returns NumPy arrays, as a tensor encoder for ``sweep_device``:
     each chunk goes to the host for the op and its codes come back; the judging stays on the device."""
     import numpy as np
+    import torch
 
     dev = torch.device(device)
 
