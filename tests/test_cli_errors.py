@@ -253,6 +253,14 @@ def test_sweep_against_ml_dtypes_without_it(work: Path) -> None:
     assert proc.stdout == ""
 
 
+def test_sweep_on_a_device_without_torch(work: Path) -> None:
+    # checked before any work, though this process no longer imports torch (its worker would)
+    proc = mxgate(work, "sweep", "e2m1", "--device", "cpu", "--backend", "ml_dtypes", "--chunks", "1", "--quiet",
+                  hide=("torch",))
+    assert_one_line_error(proc, "sweep", USAGE, "torch", "pip install torch")
+    assert proc.stdout == ""
+
+
 def test_sweep_exact_table_runs_without_ml_dtypes(work: Path) -> None:
     # the hiding itself is sound: the rest of mxgate does not need the package
     proc = mxgate(work, "sweep", "e2m1", "--chunks", "1", "--workers", "1", "--quiet",

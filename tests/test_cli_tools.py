@@ -91,3 +91,16 @@ def test_require_names_the_missing_package() -> None:
         require("no_such_package_mx", "this test")
     assert caught.value.name == "no_such_package_mx"
     assert "pip install no_such_package_mx" in str(caught.value)
+
+
+def test_require_installed_finds_without_importing() -> None:
+    import sys
+
+    from mxgate.tools.optional import require_installed
+
+    assert "pip" not in sys.modules  # installed beside mxgate, imported by no test in-process
+    require_installed("pip", "this test")
+    assert "pip" not in sys.modules
+    with pytest.raises(ImportError, match="this test needs the no_such_package_mx package") as caught:
+        require_installed("no_such_package_mx", "this test")
+    assert caught.value.name == "no_such_package_mx" and "pip install no_such_package_mx" in str(caught.value)
