@@ -226,17 +226,20 @@ def fl32_of_float(value: float, name: str = "value") -> Fraction:
         double = float(value)
     except OverflowError:
         double = math.inf
-    if not f32_is_finite(f32_bits(double)):
+    result = _fl32_of_float(double)
+    if result is None:
         shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
         raise ValueError(f"{name} must be finite in float32, got {shown}")
-    return _fl32_of_float(double)
+    return result
 
 
 # The caches below are keyed on canonical values (a float, an int, a Fraction, the variant's
 # own str) checked by their public wrappers: keys that hash alike then mean the same input.
 @lru_cache(maxsize=None)
-def _fl32_of_float(value: float) -> Fraction:
-    return f32_to_fraction(f32_bits(value))
+def _fl32_of_float(value: float) -> Fraction | None:
+    """fl32(value), or None where it is not finite in float32 (e8m0_scale asks per call)."""
+    bits = f32_bits(value)
+    return f32_to_fraction(bits) if f32_is_finite(bits) else None
 
 
 def fl32_one_over(n: int) -> Fraction:
