@@ -31,10 +31,13 @@ _QNAN, _NEG_QNAN = 0x7FC00000, 0xFFC00000
 
 
 def _op(name: str):
-    status = kernels.get(name).available()  # a source backend without its source implements nothing
-    if not status:
-        pytest.skip(f"not supported here: {status.reason}")
-    result = identify(name, [MXFP8])
+    try:
+        result = identify(name, [MXFP8])
+    except ValueError:  # --op refused: a source backend without its source implements nothing
+        status = kernels.get(name).available()  # asked only then: it imports the backend's packages here
+        if not status:
+            pytest.skip(f"not supported here: {status.reason}")
+        raise
     if any(op == "*" for op, _ in result.not_run):
         pytest.skip(f"not supported here: {result.not_run[0][1]}")
     (op,) = result.ops
