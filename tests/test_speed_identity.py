@@ -14,7 +14,6 @@ runs every float32 (every sign-clear amax pattern for the scale table).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import zlib
 from collections.abc import Callable
@@ -204,24 +203,6 @@ def test_scale_table_equals_e8m0_scale_at_every_range_edge(name: str) -> None:
     with np.errstate(invalid="ignore"):
         want = oracle.e8m0_scale(as_f32(u), p)
     first_difference(e8m0_scale_of_bits(u, p), want, u, f"scale table {name}")
-
-
-def test_a_few_amax_under_a_new_profile_skip_the_table_with_the_same_bytes() -> None:
-    """Fewer than _TABLE_WORTH values under a profile without a table take e8m0_scale itself (no
-    table is built); once the table exists they take it. Both give e8m0_scale's bytes."""
-    from mxgate.oracle import scales
-
-    p = dataclasses.replace(profiles.get("torchao-rceil"), name="few-amax", amax_floor=float(np.float32(2.0 ** -100)))
-    u = np.concatenate([boundary_float32() & np.uint32(0x7FFFFFFF),
-                        Generator(PCG64(0x5CA1E)).integers(0, 1 << 31, 1000, dtype=np.uint64).astype(np.uint32)])
-    u = u[: scales._TABLE_WORTH - 1]
-    with np.errstate(all="ignore"):
-        want = oracle.e8m0_scale(as_f32(u), p)
-    assert scales._scale_table.kept(p) is None
-    first_difference(e8m0_scale_of_bits(u, p), want, u, "few amax, no table")
-    assert scales._scale_table.kept(p) is None
-    assert scales._scale_table(p) is scales._scale_table.kept(p)
-    first_difference(e8m0_scale_of_bits(u, p), want, u, "few amax, by table")
 
 
 def test_scale_table_refuses_what_it_does_not_model() -> None:

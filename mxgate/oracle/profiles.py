@@ -456,15 +456,6 @@ class MemoByReads:
         with self._lock:
             return self._call(profile)
 
-    def kept(self, profile: Profile):
-        """The kept result for ``profile``, or None where none is kept (nothing is computed)."""
-        with self._lock:
-            for names in list(self._read_sets):
-                key = _key(names, profile)
-                if key is not None and key in self._entries:
-                    return self._entries[key]
-            return None
-
     def _call(self, profile: Profile):
         for names in list(self._read_sets):
             key = _key(names, profile)

@@ -272,9 +272,6 @@ class _ScaleTable:
 # By the fields the table's construction read, so that profiles differing only in element or
 # FP8 fields share one table (and a recording profile records only those fields).
 _scale_table = _profiles.MemoByReads(_ScaleTable)
-# Below this many amax values, a profile without a table yet takes e8m0_scale itself: building
-# the table costs about as much as e8m0_scale on 2^17 values (measured: 2.3 ms, 26 us for 64).
-_TABLE_WORTH = 1 << 12
 
 
 def e8m0_scale_of_bits(bits: np.ndarray, profile: str | _profiles.Profile = "gfx950", *,
@@ -285,19 +282,14 @@ def e8m0_scale_of_bits(bits: np.ndarray, profile: str | _profiles.Profile = "gfx
     out: uint8 result buffer; scratch: an intp buffer of the same size (both optional).
     """
     p = _profiles.get(profile)
+    table = _scale_table(p)
     u = np.asarray(bits)
     if u.dtype != np.uint32 or u.ndim != 1:
         raise TypeError("bits must be a 1-d uint32 array of amax bit patterns")
     if u.size and u.max() > ABS32:
         raise ValueError("bits must have the sign bit clear (an amax is >= 0)")
-    result = np.empty(u.size, np.uint8) if out is None else out
-    table = _scale_table.kept(p)
-    if table is None and u.size < _TABLE_WORTH:  # a few blocks under a new profile: the table costs more
-        with np.errstate(all="ignore"):  # NaN and subnormal patterns set flags, as building the table does
-            result[...] = e8m0_scale(u.view(np.float32), p)
-        return result
-    table = table if table is not None else _scale_table(p)
     top = np.empty(u.size, np.intp) if scratch is None else scratch
+    result = np.empty(u.size, np.uint8) if out is None else out
     np.right_shift(u, np.uint32(16), out=top, casting="unsafe")
     np.take(table.first, top, out=result, mode="wrap")
     limit = np.take(table.threshold, top, mode="wrap")
