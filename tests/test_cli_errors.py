@@ -261,6 +261,19 @@ def test_sweep_on_a_device_without_torch(work: Path) -> None:
     assert proc.stdout == ""
 
 
+def test_sweep_on_a_device_with_a_broken_torch(work: Path) -> None:
+    # installed but failing to import: the twin's sweep meets it in the backend's worker, and it
+    # is the installation's usage error (status 2), not a fail of the backend (status 1)
+    broken = work / "_broken" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('planted: a broken torch')\n")
+    env = dict(_env(), PYTHONPATH=str(broken.parent))
+    proc = subprocess.run([MXGATE, "sweep", "e2m1", "--device", "cpu", "--backend", "ml_dtypes", "--chunk-bits", "16",
+                           "--chunks", "1", "--quiet"], cwd=work, env=env, text=True, capture_output=True, timeout=300)
+    assert_one_line_error(proc, "sweep", USAGE, "torch", "planted: a broken torch", "pip install torch")
+    assert proc.stdout == ""
+
+
 def test_sweep_exact_table_runs_without_ml_dtypes(work: Path) -> None:
     # the hiding itself is sound: the rest of mxgate does not need the package
     proc = mxgate(work, "sweep", "e2m1", "--chunks", "1", "--workers", "1", "--quiet",

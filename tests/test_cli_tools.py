@@ -104,3 +104,16 @@ def test_require_installed_finds_without_importing() -> None:
     with pytest.raises(ImportError, match="this test needs the no_such_package_mx package") as caught:
         require_installed("no_such_package_mx", "this test")
     assert caught.value.name == "no_such_package_mx" and "pip install no_such_package_mx" in str(caught.value)
+
+
+def test_require_importable_asks_a_fresh_interpreter() -> None:
+    import sys
+
+    from mxgate.tools.optional import require_importable
+
+    require_importable("pip", "this test")
+    assert "pip" not in sys.modules
+    with pytest.raises(ImportError, match=r"this test needs the no_such_package_mx package, which cannot be imported "
+                                          r"\(ModuleNotFoundError: No module named 'no_such_package_mx'\)") as caught:
+        require_importable("no_such_package_mx", "this test")
+    assert caught.value.name == "no_such_package_mx"

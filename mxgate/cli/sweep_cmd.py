@@ -109,15 +109,27 @@ def _device_sweep(args: argparse.Namespace) -> int:
     try:
         backend = isolation.load(args.backend, args.device, timeout=call, startup_timeout=startup)
     except isolation.BackendFault as fault:
+        _not_torch(fault, purpose)
         print(f"mxgate sweep: fail: {args.backend}: {fault.cause}", flush=True)
         return 1
     try:
         return _judge_sweep(args, backend, op_name)
     except isolation.BackendFault as fault:
+        _not_torch(fault, purpose)
         print(f"mxgate sweep: fail: {args.backend} {op_name}: {fault.cause}", flush=True)
         return 1
     finally:
         backend.close()
+
+
+def _not_torch(fault: Exception, purpose: str) -> None:
+    """A fault that an import error ended (the twin's sweep imports torch in the worker): a torch
+    that no fresh interpreter can import is the installation's (usage, status 2), not the backend's."""
+    from mxgate.tools.optional import require_importable
+
+    cause = getattr(fault, "cause", "")
+    if "ImportError" in cause or "ModuleNotFoundError" in cause:
+        require_importable("torch", purpose)
 
 
 def _judge_sweep(args: argparse.Namespace, backend, op_name: str) -> int:

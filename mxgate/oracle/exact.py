@@ -226,7 +226,7 @@ def fl32_of_float(value: float, name: str = "value") -> Fraction:
         double = float(value)
     except OverflowError:
         double = math.inf
-    result = _fl32_of_float(double)
+    result = None if math.isnan(double) else _fl32_of_float(double)  # NaNs: every one a new cache key
     if result is None:
         shown = f"an int of {value.bit_length()} bits" if isinstance(value, int) else repr(value)
         raise ValueError(f"{name} must be finite in float32, got {shown}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import subprocess
+import sys
 from types import ModuleType
 
 
@@ -25,6 +27,16 @@ def require_installed(package: str, purpose: str) -> None:
         raise _missing(package, purpose, exc) from None
     if not found:
         raise _missing(package, purpose, ModuleNotFoundError(f"No module named {package!r}"))
+
+
+def require_importable(package: str, purpose: str) -> None:
+    """``require`` asked of a fresh interpreter of this Python (same environment), so that this
+    process still does not import ``package``: for a command whose workers import it, to tell a
+    broken installation (this ImportError) from a fault of the code that ran there."""
+    done = subprocess.run([sys.executable, "-c", f"import {package}"], capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise _missing(package, purpose, ImportError(lines[-1] if lines else f"exit status {done.returncode}"))
 
 
 def _missing(package: str, purpose: str, exc: Exception) -> ImportError:

@@ -15,6 +15,8 @@ tests/test_twin.py runs each function on NumPy and on tensors and compares the b
     oracle.layouts.get("aiter-fp4-kv").scatter(buf, packed, slots=slots)  # buf: a cuda tensor
 """
 
+from typing import TYPE_CHECKING
+
 from mxgate.oracle import (
     bf16_bits,
     bf16_to_f32,
@@ -30,6 +32,9 @@ from mxgate.oracle import (
     unpack_nibbles,
 )
 
+if TYPE_CHECKING:
+    from mxgate.twin.quantize import quantize_mx
+
 
 def __getattr__(name: str):
     # quantize_mx brings torch (and, on CUDA, triton): imported at first use, so that the gate's
@@ -39,6 +44,10 @@ def __getattr__(name: str):
 
         return quantize_mx
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"quantize_mx"})
 
 
 __all__ = [
