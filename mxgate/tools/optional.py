@@ -20,7 +20,8 @@ def require(package: str, purpose: str) -> ModuleType:
 
 def require_installed(package: str, purpose: str) -> None:
     """``require`` without importing ``package`` here (the processes that use it import it):
-    the same ImportError when it is not installed."""
+    the same ImportError when it is not installed. A top-level name: a dotted one would import
+    its parents to find it."""
     try:
         found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError) as exc:
