@@ -393,7 +393,9 @@ def test_evidence_file_records_a_checkout_commit(tmp_path: Path) -> None:
     env["MXGATE_VLLM_SRC"] = str(root)
     env.pop("MXGATE_VLLM_REV", None)
     out = tmp_path / "evidence.json"
-    run = _cli("--backend", "vllm-triton", "--json", str(out), env=env)
+    # one scorer op: the stand-ins fault at its first call (the block ops would first spend
+    # seconds choosing their separating cases)
+    run = _cli("--backend", "vllm-triton", "--op", "vllm.fp4_mqa_logits", "--json", str(out), env=env)
     assert run.returncode == 1 and "fault: raised AttributeError" in run.stdout, run.stdout + run.stderr
     doc = json.loads(out.read_text())
     assert doc["revision"] == commit and f"at {commit}" in doc["description"]
