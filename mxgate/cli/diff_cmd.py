@@ -187,11 +187,10 @@ def run(args: argparse.Namespace) -> int:
     _validate_numbers(args)
     from mxgate import kernels
     from mxgate.kernels import isolation
-    from mxgate.kernels.isolation import DEFAULT_TIMEOUT_S
 
     for name in (args.a, args.b):
         kernels.check_name(name)  # unknown names and broken specs: one line, status 2
-    timeout = args.timeout or DEFAULT_TIMEOUT_S
+    timeout = args.timeout or isolation.DEFAULT_TIMEOUT_S
     try:
         a, b = _load_sides(args, timeout)
     except _SideFault as fault:

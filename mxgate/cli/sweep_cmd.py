@@ -122,13 +122,13 @@ def _device_sweep(args: argparse.Namespace) -> int:
         backend.close()
 
 
-def _not_torch(fault: Exception, purpose: str) -> None:
-    """A fault that an import error ended (the twin's sweep imports torch in the worker): a torch
-    that no fresh interpreter can import is the installation's (usage, status 2), not the backend's."""
+def _not_torch(fault, purpose: str) -> None:
+    """A fault (isolation.BackendFault) that an import error ended (the twin's sweep imports torch
+    in the worker): a torch that no fresh interpreter can import is the installation's (usage,
+    status 2), not the backend's."""
     from mxgate.tools.optional import require_importable
 
-    cause = getattr(fault, "cause", "")
-    if "ImportError" in cause or "ModuleNotFoundError" in cause:
+    if "ImportError" in fault.cause or "ModuleNotFoundError" in fault.cause:
         require_importable("torch", purpose)
 
 

@@ -20,6 +20,7 @@ operations of relative error 2^-53 each).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from types import ModuleType
 from typing import Any
@@ -219,6 +220,16 @@ def f32_nearest(num: int, exp: int) -> np.float32:
     else:
         value = math.ldexp(float(n), exp)  # exact: n < 2**25
     return np.float32(-value if negative else value)
+
+
+def dyadic_total(terms: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """The exact sum of the terms num * 2**exp as (num, exp), aligned on their smallest exponent
+    ((0, 0) for none): Python integers, for f32_nearest / f64_nearest to round once."""
+    terms = list(terms)
+    if not terms:
+        return 0, 0
+    low = min(e for _, e in terms)
+    return sum(n << (e - low) for n, e in terms), low
 
 
 def f64_nearest(num: int, exp: int) -> float:

@@ -510,8 +510,7 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
                 weighted.append((tot * int(wm[h]), base + int(we[h])))
             naive += max(qk[h, j], 0.0) * float(w32[h])
         if ok or np.isfinite(qk[:, j]).all():
-            low = min((x for _, x in weighted), default=0)
-            value[j] = f64_nearest(sum(m << (x - low) for m, x in weighted), low)
+            value[j] = f64_nearest(*ar.dyadic_total(weighted))
         else:
             value[j] = naive
     return SlowColumns(acc, qk, value, two, groups, dim_abs)

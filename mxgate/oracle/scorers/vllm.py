@@ -69,7 +69,8 @@ from mxgate.oracle import layouts as _layouts
 from mxgate.oracle.scorers import arithmetic as ar
 from mxgate.oracle.scorers import common as v
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8_scored
-from mxgate.oracle.scorers.arithmetic import HEAD_ORDERS, f32_nearest, f32_parts, f64_nearest, head_sum, pow2_f64, weighted_sum_f64
+from mxgate.oracle.scorers.arithmetic import (HEAD_ORDERS, dyadic_total, f32_nearest, f32_parts, f64_nearest, head_sum,
+                                              pow2_f64, weighted_sum_f64)
 from mxgate.oracle.scorers.common import ANY_ORDER, GROUPS, KSTEPS, QK_MODELS, TWO_E2M1, ScoredLogits
 from mxgate.oracle.xp import device, ieee_quiet, is_numpy, namespace, table_on, take, to_numpy
 
@@ -585,11 +586,7 @@ def _slow_qk(dots: list[list[int]], exps: list[list[int]]) -> list[tuple[int, in
     """Exact qk of every head of one (row, token) cell as num * 2^exp: dots [G][H] integer group
     dots, exps [H][G] each group's power of two (G = ROW_GROUPS); the sum is aligned on the
     smallest exponent."""
-    out: list[tuple[int, int]] = []
-    for h, head_exps in enumerate(exps):
-        low = min(head_exps)
-        out.append((sum(dots[g][h] << (e - low) for g, e in enumerate(head_exps)), low))
-    return out
+    return [dyadic_total((dots[g][h], e) for g, e in enumerate(head_exps)) for h, head_exps in enumerate(exps)]
 
 
 def _slow_value(qks: list[tuple[int, int]], w: list[float]) -> float:
@@ -599,9 +596,6 @@ def _slow_value(qks: list[tuple[int, int]], w: list[float]) -> float:
         if num > 0 and math.isfinite(wh):
             wn, wd = wh.as_integer_ratio()  # wd is a power of two
             terms.append((num * wn, exp - (wd.bit_length() - 1)))
-    if not terms:
-        return 0.0
-    low = min(e for _, e in terms)
-    return f64_nearest(sum(t << (e - low) for t, e in terms), low)
+    return f64_nearest(*dyadic_total(terms))
 
 
