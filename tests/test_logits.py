@@ -15,7 +15,7 @@ from mxgate.conformance.judge import compare_logits
 from mxgate.inputs import logits as lc
 from mxgate.oracle.scorers import aiter_fp4 as logits
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8, pa_mqa_logits_fp8_scored
-from mxgate.oracle.scorers.arithmetic import f32_nearest, weighted_sum_f64
+from mxgate.oracle.scorers.arithmetic import dyadic_total, f32_nearest, f64_nearest, weighted_sum_f64
 from mxgate.oracle.scorers.sglang import (
     fp4_index_logits_decode,
     fp4_index_logits_decode_scored,
@@ -467,3 +467,18 @@ def test_sglang_exact_path_against_fractions(seed: int) -> None:
                 assert got.acc[h, j].view(np.uint32) == acc.view(np.uint32), (seed, qk_accum, h, j)
                 value += max(dot, Fraction(0)) * F(w[h])
             assert got.value[j] == float(value), (seed, j)
+
+
+def test_dyadic_total_is_the_exact_sum() -> None:
+    """The exact scorer paths' sum of num * 2^exp terms against Fractions (seeded 20261206), and
+    rounded once to float64 as Fraction -> float rounds."""
+    rng = np.random.default_rng(20261206)
+    assert dyadic_total([]) == (0, 0) and f64_nearest(*dyadic_total([])) == 0.0
+    for _ in range(300):
+        terms = [(int(rng.integers(-(1 << 40), 1 << 40)), int(rng.integers(-300, 300)))
+                 for _ in range(int(rng.integers(1, 12)))]
+        num, exp = dyadic_total(terms)
+        exact = sum(Fraction(n) * Fraction(2) ** e for n, e in terms)
+        assert Fraction(num) * Fraction(2) ** exp == exact and exp == min(e for _, e in terms)
+        assert f64_nearest(num, exp) == float(exact)
+
