@@ -638,33 +638,49 @@ def test_bf16_casts_of_torch_and_ml_dtypes() -> None:
 # ------------------------------------------------------------------------------ quantize_mx
 
 
-def element_strategy() -> st.SearchStrategy[int]:
-    """float32 bit patterns: bf16 values, E2M1 midpoints and their neighbours at random powers
-    of two, +-0, subnormals, huge values (finite only: NaN/Inf blocks have their own test)."""
-    midpoint = st.tuples(
-        st.sampled_from([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 0.5, 4.0]),
-        st.integers(-140, 120),
-        st.sampled_from([-1, 0, 1]),
-        st.booleans(),
-    ).map(lambda t: (X.fraction_to_f32_bits(X.pow2(t[1]) * Fraction(t[0])) + t[2]) | (t[3] << 31))
-    bf16 = st.integers(0, 0xFFFF).map(lambda b: b << 16).filter(X.f32_is_finite)
-    anything = st.integers(0, 0xFFFFFFFF).filter(X.f32_is_finite)
-    small = st.sampled_from([0x00000000, 0x80000000, 0x00000001, 0x80400000, 0x7F7FFFFF, 0xFF7FFFFF])
-    return st.one_of(midpoint, bf16, anything, small)
+_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 0.5, 4.0)
+_SMALL = (0x00000000, 0x80000000, 0x00000001, 0x80400000, 0x7F7FFFFF, 0xFF7FFFFF)
+_KINDS = 5  # near the group's scale, E2M1 midpoint, bf16, any float32, a listed edge
+
+
+def _finite(bits: int) -> int:
+    """A non-finite pattern's exponent field cleared (a subnormal of the same mantissa)."""
+    return bits if X.f32_is_finite(bits) else bits & 0x807FFFFF
+
+
+def _element(choice: int, base: int) -> int:
+    """One float32 bit pattern from one drawn integer (finite only: NaN/Inf blocks have their
+    own test): its kind is choice % 5, the rest picks the value.
+    near: t/2^13 * 2^base for a 16-bit t, either sign (most elements sit at the group's scale);
+    midpoint: an E2M1 midpoint or neighbour at a power of two in [-140, 120], one ulp either
+    side or on it, either sign; bf16: a bf16 value; any: any float32; edge: +-0, the smallest
+    subnormal, a subnormal and +-the largest finite value."""
+    kind, v = choice % _KINDS, choice // _KINDS
+    if kind == 0:
+        return X.fraction_to_f32_bits(X.pow2(base) * Fraction(v & 0xFFFF, 1 << 13)) | ((v >> 16 & 1) << 31)
+    if kind == 1:
+        m, v = _MIDPOINTS[v % len(_MIDPOINTS)], v // len(_MIDPOINTS)
+        e, v = v % 261 - 140, v // 261
+        step, v = v % 3 - 1, v // 3
+        return (X.fraction_to_f32_bits(X.pow2(e) * Fraction(m)) + step) | ((v & 1) << 31)
+    if kind == 2:
+        return _finite((v & 0xFFFF) << 16)
+    if kind == 3:
+        return _finite(v & 0xFFFFFFFF)
+    return _SMALL[v % len(_SMALL)]
 
 
 @st.composite
 def mx_blocks(draw: st.DrawFn) -> np.ndarray:
+    """1 or 2 rows of 1 or 2 groups of 32 float32 bit patterns. One "block scale" per group, so
+    that most elements sit at a common magnitude; each element is one integer draw (a strategy
+    per element cost ten times the test's own time)."""
     rows = draw(st.integers(1, 2))
     groups = draw(st.integers(1, 2))
-    # Draw one "block scale" per group so most elements sit at a common magnitude.
     cells = []
     for _ in range(rows * groups):
         base = draw(st.integers(-130, 120))
-        near = st.tuples(st.integers(0, 0xFFFF), st.booleans()).map(
-            lambda t: X.fraction_to_f32_bits(X.pow2(base) * Fraction(t[0], 1 << 13)) | (t[1] << 31)
-        )
-        cells += draw(st.lists(st.one_of(near, element_strategy()), min_size=32, max_size=32))
+        cells += [_element(c, base) for c in draw(st.lists(st.integers(0, (1 << 40) - 1), min_size=32, max_size=32))]
     return np.array(cells, np.uint32).reshape(rows, groups * 32)
 
 
