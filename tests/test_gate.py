@@ -444,20 +444,35 @@ def pytest_sessionfinish(session):
 """
 
 
+# A second backend that imports torch, told apart by its source's import line (heavy_imports);
+# torch's own backend is the first. torchao's backends would do as well, at twice the imports.
+_TORCH_SPEC_BACKEND = """\
+import torch  # noqa: F401 - what makes the fork server preload it
+
+from mxgate import oracle
+from mxgate.kernels.functions import backend_from_functions, kernel
+
+Backend = backend_from_functions(
+    "imports-torch", kernel("e2m1.encode", lambda x: oracle.encode_e2m1(x, "gfx950"), profile="gfx950"))
+"""
+
+
 def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(tmp_path: Path) -> None:
     """An xdist worker starts its backends one by one at their first calls: whichever start
     comes first, the fork server preloads torch for the rest where two of the run's backends
     import it, so that each of them does not import it again (docs/results/cpu-2026-12-06-speed.md)."""
-    pytest.importorskip("torchao")  # the second backend that imports torch
+    pytest.importorskip("torch")
     (tmp_path / "preload_probe.py").write_text(_PRELOAD_PROBE)
+    (tmp_path / "imports_torch.py").write_text(_TORCH_SPEC_BACKEND)
     env = _env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "preload_probe", "-p", "no:cacheprovider", "-q",
                            "--pyargs", "mxgate.conformance.test_elements", "--backend", "ml_dtypes",
-                           "--backend", "torch", "--backend", "torchao", "--tier", "quick", "-n", "1",
+                           "--backend", "torch", "--backend", "imports_torch:Backend", "--tier", "quick", "-n", "1",
                            "-k", "test_e4m3_decode or test_e2m1_encode"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "imports_torch:Backend" in done.stdout, done.stdout[-3000:]  # its cells ran
     # one worker, whose first start is ml_dtypes' (no torch): torch is preloaded all the same
     probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
     assert probes == ["True True"], probes
