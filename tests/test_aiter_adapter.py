@@ -3,6 +3,9 @@ tensors the AITER adapter would pass (no AITER result is claimed)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -100,6 +103,18 @@ def test_aiter_is_skipped_with_a_precise_reason(device: str) -> None:
     if status:
         pytest.skip("this machine runs AITER: the GPU tier checks it")
     assert any(word in status.reason for word in ("ROCm", "gfx950", "'aiter'", "'torch'")), status.reason
+
+
+def test_aiter_on_the_cpu_is_refused_without_importing_torch() -> None:
+    """`--device cpu` settles it: the refusal names the device and leaves torch unimported (its
+    import cost each `mxgate check --backend aiter` run on a CPU machine about a second)."""
+    probe = ("import sys; from mxgate import kernels; s = kernels.get('aiter', 'cpu').available(); "
+             "print(bool(s), 'torch' in sys.modules); print(s.reason)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, reason = done.stdout.splitlines()[:2]
+    assert first == "False False", done.stdout
+    assert "--device cuda" in reason and "ROCm" in reason, reason
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

@@ -192,12 +192,12 @@ class AiterBackend(Backend):
         missing = requires("torch")
         if not missing:
             return missing
+        if self.device != "cuda":  # said before torch is imported: on the CPU nothing more is needed to tell
+            return Availability(False, "AITER's HIP ops run on a ROCm GPU (gfx950) only: use --device cuda on a ROCm machine")
         import torch
 
         if getattr(torch.version, "hip", None) is None:
             return Availability(False, "torch is not a ROCm build (torch.version.hip is None); AITER's HIP ops need ROCm on gfx950")
-        if self.device != "cuda":
-            return Availability(False, "AITER ops run on the GPU only: use --device cuda")
         arch = _gfx_arch()
         if arch != "gfx950":
             return Availability(False, f"AITER FP4 ops need gfx950; this GPU is {arch or 'absent'}")
