@@ -472,7 +472,7 @@ def test_an_xdist_worker_of_several_backends_preloads_torch_at_its_first_start(t
                            "-k", "test_e4m3_decode or test_e2m1_encode"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == outcome.EXIT_PASS, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "imports_torch:Backend" in done.stdout, done.stdout[-3000:]  # its cells ran
+    assert "\nimports_torch:Backend\n  e2m1.encode " in done.stdout, done.stdout[-3000:]  # its cells ran
     # one worker, whose first start is ml_dtypes' (no torch): torch is preloaded all the same
     probes = sorted(p.read_text() for p in tmp_path.glob("probe-gw*.txt"))
     assert probes == ["True True"], probes

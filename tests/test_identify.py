@@ -314,7 +314,7 @@ def test_usage_errors_are_one_line_status_2() -> None:
 
 
 def test_nothing_to_run_is_status_5() -> None:
-    run = _cli("--backend", "aiter")  # its HIP ops need a ROCm build of torch
+    run = _cli("--backend", "aiter")  # its HIP ops need a ROCm GPU (--device cuda on ROCm)
     assert run.returncode == 5, run.stdout + run.stderr
     assert "nothing ran here" in run.stdout and "not available here:" in run.stdout and "ROCm" in run.stdout
 

@@ -644,7 +644,8 @@ _KINDS = 5  # near the group's scale, E2M1 midpoint, bf16, any float32, a listed
 
 
 def _finite(bits: int) -> int:
-    """A non-finite pattern's exponent field cleared (a subnormal of the same mantissa)."""
+    """A non-finite pattern's exponent field cleared (a NaN becomes a subnormal of the same
+    mantissa, +-Inf becomes +-0)."""
     return bits if X.f32_is_finite(bits) else bits & 0x807FFFFF
 
 
@@ -670,17 +671,24 @@ def _element(choice: int, base: int) -> int:
     return _SMALL[v % len(_SMALL)]
 
 
+_ELEMENT_BYTES = 5  # one uniform 40-bit choice per element
+
+
 @st.composite
 def mx_blocks(draw: st.DrawFn) -> np.ndarray:
     """1 or 2 rows of 1 or 2 groups of 32 float32 bit patterns. One "block scale" per group, so
-    that most elements sit at a common magnitude; each element is one integer draw (a strategy
-    per element cost ten times the test's own time)."""
+    that most elements sit at a common magnitude. Each element is decoded from 5 drawn bytes:
+    bytes come out uniform where Hypothesis' integers lean to small values (which would starve
+    the signs and steps the high digits pick), and a strategy per element cost ten times the
+    test's own time."""
     rows = draw(st.integers(1, 2))
     groups = draw(st.integers(1, 2))
     cells = []
     for _ in range(rows * groups):
         base = draw(st.integers(-130, 120))
-        cells += [_element(c, base) for c in draw(st.lists(st.integers(0, (1 << 40) - 1), min_size=32, max_size=32))]
+        raw = draw(st.binary(min_size=32 * _ELEMENT_BYTES, max_size=32 * _ELEMENT_BYTES))
+        cells += [_element(int.from_bytes(raw[i:i + _ELEMENT_BYTES], "little"), base)
+                  for i in range(0, len(raw), _ELEMENT_BYTES)]
     return np.array(cells, np.uint32).reshape(rows, groups * 32)
 
 
