@@ -724,12 +724,15 @@ def test_envelope_judged_with_the_twin_reference_as_with_the_oracle(mode: str) -
     assert seen == {"exact", "acceptable"}, (mode, seen)
 
 
-def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> None:
+def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The exhaustive tier's device judge (used on --device cuda), run here on the CPU over two
-    2^24-input chunks: an encoder equal to the oracle is recorded exact with the input count; a
-    planted wrong code leaves the verdict to the host judge (nothing recorded)."""
+    2^20-input chunks (the tier's are 2^24): an encoder equal to the oracle is recorded exact with
+    the input count; a planted wrong code leaves the verdict to the host judge (nothing recorded)."""
+    from mxgate.conformance import test_elements
     from mxgate.conformance.test_elements import _judged_on_device
     from mxgate.kernels.functions import backend_from_functions, kernel
+
+    monkeypatch.setattr(test_elements, "CHUNK", 1 << 20)
 
     recorded = []
 
@@ -747,10 +750,10 @@ def test_exhaustive_tier_device_judge_settles_exact_and_defers_a_mismatch() -> N
     def backend(encoder):
         return backend_from_functions("planted", kernel("e2m1.encode", encoder, profile="gfx950"))(device="cpu")
 
-    chunks = range(127, 129)  # 0x7F000000 .. 0x80FFFFFF: large finite, Inf and NaN, then -0 and tiny negatives
+    chunks = [0x7F8, 0x800]  # 0x7F800000 .. 0x7F8FFFFF: Inf and NaNs; 0x80000000 .. 0x800FFFFF: -0 and tiny negatives
     assert _judged_on_device(backend(good), "e2m1.encode", "gfx950", "e2m1", record, chunks=chunks)
     (op, config, verdict, kw), = recorded
-    assert (op, config, verdict.verdict, verdict.total, kw) == ("e2m1.encode", "every-float32", "exact", 2 << 24,
+    assert (op, config, verdict.verdict, verdict.total, kw) == ("e2m1.encode", "every-float32", "exact", 2 << 20,
                                                                {"profile": "gfx950"})
     assert not _judged_on_device(backend(planted), "e2m1.encode", "gfx950", "e2m1", record, chunks=chunks)
     assert len(recorded) == 1
