@@ -481,4 +481,3 @@ def test_dyadic_total_is_the_exact_sum() -> None:
         exact = sum(Fraction(n) * Fraction(2) ** e for n, e in terms)
         assert Fraction(num) * Fraction(2) ** exp == exact and exp == min(e for _, e in terms)
         assert f64_nearest(num, exp) == float(exact)
-

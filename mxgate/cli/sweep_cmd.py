@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from mxgate.op_table import OpName
 from mxgate.tools.sweep import AGAINST, TOTAL, CHUNK_BITS, sweep_e2m1
+
+if TYPE_CHECKING:
+    from mxgate.kernels.isolation import BackendFault
 
 CHUNKS = TOTAL >> CHUNK_BITS
 DEVICE_CHUNK_BITS = 28  # inputs per step of a device sweep
@@ -122,10 +126,10 @@ def _device_sweep(args: argparse.Namespace) -> int:
         backend.close()
 
 
-def _not_torch(fault, purpose: str) -> None:
-    """A fault (isolation.BackendFault) that an import error ended (the twin's sweep imports torch
-    in the worker): a torch that no fresh interpreter can import is the installation's (usage,
-    status 2), not the backend's."""
+def _not_torch(fault: BackendFault, purpose: str) -> None:
+    """A fault that an import error ended (the twin's sweep imports torch in the worker): a
+    torch that no fresh interpreter can import is the installation's (usage, status 2), not the
+    backend's."""
     from mxgate.tools.optional import require_importable
 
     if "ImportError" in fault.cause or "ModuleNotFoundError" in fault.cause:

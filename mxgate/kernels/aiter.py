@@ -192,8 +192,9 @@ class AiterBackend(Backend):
         missing = requires("torch")
         if not missing:
             return missing
-        if self.device != "cuda":  # said before torch is imported: on the CPU nothing more is needed to tell
-            return Availability(False, "AITER's HIP ops run on a ROCm GPU (gfx950) only: use --device cuda on a ROCm machine")
+        if self.device != "cuda":  # settled before torch's import: the device alone tells
+            return Availability(False, "AITER's HIP ops run on a ROCm GPU (gfx950) only: "
+                                       "use --device cuda on a ROCm machine")
         import torch
 
         if getattr(torch.version, "hip", None) is None:
