@@ -15,8 +15,7 @@ from mxgate.conformance.judge import compare_logits
 from mxgate.inputs import logits as lc
 from mxgate.oracle.scorers import aiter_fp4 as logits
 from mxgate.oracle.scorers.aiter_fp8 import pa_mqa_logits_fp8, pa_mqa_logits_fp8_scored
-from mxgate.oracle.scorers.arithmetic import (dyadic_total, f32_nearest, f32_parts, f32_scalar_parts, f64_nearest,
-                                              weighted_sum_f64)
+from mxgate.oracle.scorers.arithmetic import dyadic_total, f32_nearest, f64_nearest, float_dyadic, weighted_sum_f64
 from mxgate.oracle.scorers.sglang import (
     fp4_index_logits_decode,
     fp4_index_logits_decode_scored,
@@ -240,19 +239,17 @@ def test_f32_nearest_rounds_ties_to_even_and_subnormals() -> None:
     assert np.isinf(f32_nearest(2**25 - 1, 103))
 
 
-def test_f32_scalar_parts_on_every_sign_and_finite_exponent() -> None:
-    """Each of the 510 finite (sign, exponent) fields with edge and random fractions (seed 20261206):
-    m * 2**e is the value exactly, and the pair is f32_parts' for the same element."""
+def test_float_dyadic_on_every_sign_and_finite_float32_exponent() -> None:
+    """Each of the 510 finite float32 (sign, exponent) fields with edge and random fractions (seed
+    20261206), and float64's extremes: m * 2**e is the value exactly."""
     fracs = np.concatenate([[0, 1, 0x400000, 0x7FFFFF], np.random.default_rng(20261206).integers(0, 1 << 23, 4)])
     fields = np.arange(255, dtype=np.uint32)
     bits = ((np.arange(2, dtype=np.uint32)[:, None, None] << 31) | (fields[None, :, None] << 23)
             | fracs.astype(np.uint32)[None, None, :]).ravel()
-    x = bits.view(np.float32)
-    m, e, _ = f32_parts(x)
-    for i, value in enumerate(x):
-        got = f32_scalar_parts(value)
-        assert got == (int(m[i]), int(e[i])), hex(int(bits[i]))
-        assert Fraction(got[0]) * Fraction(2) ** got[1] == Fraction(float(value)), hex(int(bits[i]))
+    extremes = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308, -0.0]
+    for value in [float(v) for v in bits.view(np.float32)] + extremes:
+        m, e = float_dyadic(value)
+        assert Fraction(m) * Fraction(2) ** e == Fraction(value), value.hex()
 
 
 # ---- judging ---------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ from mxgate.oracle.scorers.arithmetic import (
     bf16_parts,
     f32_nearest,
     f32_parts,
-    f32_scalar_parts,
+    float_dyadic,
     f64_nearest,
     pow2_f64,
     weighted_sum_f64,
@@ -830,7 +830,7 @@ def _ksteps_f32(group_terms: np.ndarray, emin: int, k_tiles: int) -> np.float32:
             continue
         if not math.isfinite(acc):  # an overflowed accumulator stays +-inf: inf + a finite step
             continue
-        m, e = f32_scalar_parts(acc)
+        m, e = float_dyadic(float(acc))
         lo = min(e, emin)
         acc = f32_nearest((m << (e - lo)) + (dot << (emin - lo)), lo)
     return acc

@@ -439,12 +439,6 @@ class SlowColumns(NamedTuple):
     dim_abs: np.ndarray  # float64 [H, n]: sum_d |q_d| |k_d| left to right over d
 
 
-def _float_dyadic(x: float) -> tuple[int, int]:
-    """(m, e) with m * 2**e == x exactly, for a finite float64 (53-bit m; a float32 fits)."""
-    fraction, exponent = math.frexp(x)
-    return int(fraction * (1 << 53)), exponent - 53
-
-
 def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles.Profile, qk_accum: str,
                  w32: np.ndarray) -> SlowColumns:
     """Exact Python-integer evaluation of the positions holding a cell the fast path cannot hold
@@ -500,7 +494,7 @@ def slow_columns(qv: np.ndarray, codes: np.ndarray, ek: np.ndarray, p: _profiles
                 if not np.isfinite(first):  # an overflowed first dot stays +-inf: inf + the finite odd dot
                     acc[h, j] = first
                 else:
-                    fm, fe = _float_dyadic(float(first))
+                    fm, fe = ar.float_dyadic(float(first))
                     lo = min(fe, base)
                     acc[h, j] = f32_nearest((fm << (fe - lo)) + (odd_h << (base - lo)), lo)
             qk[h, j] = f64_nearest(tot, base)
