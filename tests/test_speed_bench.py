@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 
@@ -123,6 +124,22 @@ def test_machine_reference_does_the_same_work_on_one_and_on_every_thread() -> No
     one, many = bench.machine_reference(3)
     one()
     many()  # runs on a pool of 3: no error, no result to compare
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
+def test_machine_reference_pins_each_task_to_its_own_core_and_leaves_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unpinned, the scheduler ran the reference's millisecond tasks one after the other on the
+    caller's core, so the figure read 1x whatever the cores did: each task pins its pool thread."""
+    calls: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7})  # recorded, never applied
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append((threading.get_ident(), set(mask))))
+    one, many = bench.machine_reference(4)
+    one()
+    assert calls == []
+    many()
+    assert sorted(min(mask) for _, mask in calls) == [3, 3, 5, 7]  # four tasks over three cores
+    assert all(len(mask) == 1 for _, mask in calls)
+    assert threading.get_ident() not in {thread for thread, _ in calls}
 
 
 def test_repeats_must_be_positive() -> None:
