@@ -127,19 +127,39 @@ def test_machine_reference_does_the_same_work_on_one_and_on_every_thread() -> No
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
-def test_machine_reference_pins_each_task_to_its_own_core_and_leaves_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_machine_reference_pins_each_task_to_its_own_cpu_and_leaves_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unpinned, the scheduler ran the reference's millisecond tasks one after the other on the
-    caller's core, so the figure read 1x whatever the cores did: each task pins its pool thread."""
-    calls: list[tuple[int, set[int]]] = []
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7})  # recorded, never applied
-    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append((threading.get_ident(), set(mask))))
+    caller's CPU, so the figure read 1x whatever the CPUs did: each task pins its pool thread."""
+    calls: list[tuple[int, int, set[int]]] = []  # (thread, pid argument, mask)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7})  # three CPUs, none of them real
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append((threading.get_ident(), pid, set(mask))))
     one, many = bench.machine_reference(4)
     one()
     assert calls == []
     many()
-    assert sorted(min(mask) for _, mask in calls) == [3, 3, 5, 7]  # four tasks over three cores
-    assert all(len(mask) == 1 for _, mask in calls)
-    assert threading.get_ident() not in {thread for thread, _ in calls}
+    assert sorted(min(mask) for _, _, mask in calls) == [3, 3, 5, 7]  # four tasks over three CPUs
+    assert all(len(mask) == 1 for _, _, mask in calls)
+    assert all(pid == 0 for _, pid, _ in calls)  # each pins the thread it runs in, not the process
+    assert threading.get_ident() not in {thread for thread, _, _ in calls}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
+def test_machine_reference_leaves_cpus_to_the_scheduler_where_threads_are_fewer(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[set[int]] = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append(set(mask)))
+    bench.machine_reference(2)[1]()
+    assert calls == []  # two of three CPUs: pinning would have to choose, and could choose busy ones
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this platform")
+def test_machine_reference_runs_unpinned_where_a_cpu_left_the_allowed_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    def gone(pid: int, mask: set[int]) -> None:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5})
+    monkeypatch.setattr(os, "sched_setaffinity", gone)
+    bench.machine_reference(2)[1]()  # the figure is still measured; nothing raises
 
 
 def test_repeats_must_be_positive() -> None:

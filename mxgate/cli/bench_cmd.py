@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
               f"peer ml_dtypes {ml_dtypes.__version__}, {platform.machine()}, {threads} threads")
         print(f"medians of {repeats} interleaved repetitions (oracle 1 thread, oracle {threads} threads, peer, "
               "machine reference); ratio = peer time / oracle time per repetition, (min-max) over repetitions; "
-              f"machine = plain NumPy work on {threads} threads / on 1: what free cores allowed then; "
+              f"machine = plain NumPy work on {threads} threads / on 1: what free CPUs allowed then; "
               "CPU-time ratio: the calling thread's CPU time, peer / oracle on 1 thread (leaves out other processes)")
         print(format_table(rows))
     print(end="", flush=True)  # a closed pipe shows here, not at interpreter exit

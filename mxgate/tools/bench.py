@@ -6,7 +6,8 @@ On a shared machine one timing swings with the neighbours' work, so each case is
 peer; again), each repetition gives its own ratios from runs seconds apart at most, and a
 case reports the median ratio with its spread (min-max and quartiles) over repetitions.
 Each repetition also times the machine reference (the same plain NumPy work on one thread and
-on every thread): what a second thread could give at that moment, beside what it gave; and
+on every thread, one pool thread pinned per CPU where the threads cover every CPU): what a
+second thread could give at that moment, beside what it gave; and
 the calling thread's CPU time of the one-thread oracle and of the peer, whose ratio leaves out
 the time the machine gave to other processes.
 A benchmark is a figure, never a test verdict: nothing here compares against a threshold.
@@ -260,13 +261,14 @@ def machine_reference(threads: int) -> tuple[Callable[[], object], Callable[[], 
     square roots over private 256 KiB arrays, which release the GIL and need no memory
     bandwidth, so the second form runs ``threads`` times faster exactly when cores are free.
 
-    Each array's task pins the pool thread running it to its own allowed core. Left to the
-    scheduler, these millisecond tasks were woken on the caller's core and ran one after the
-    other: the figure read 0.97-0.99x beside an oracle that two threads sped up 1.45-1.81x in
-    the same repetitions (2-core VM, 2026-12-06); pinned, 1.36-1.85x."""
+    Where the pool has a thread for every CPU this process may use, each task pins the pool
+    thread that runs it to its own CPU: left to the scheduler, these millisecond tasks were
+    woken on the caller's CPU one after the other, and the figure read 1x whatever the CPUs
+    allowed. With more CPUs than threads, choosing CPUs could pick busy ones: no pinning."""
     from concurrent.futures import ThreadPoolExecutor
 
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    cpus = allowed if 0 < len(allowed) <= threads else []
     arrays = [np.ones(1 << 16, np.float32) for _ in range(threads)]
     passes = 64
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mxgate-bench")
@@ -276,8 +278,11 @@ def machine_reference(threads: int) -> tuple[Callable[[], object], Callable[[], 
             np.sqrt(a, out=a)
 
     def pinned(index: int, a: np.ndarray) -> None:
-        if cores:  # the pool's own thread: its affinity is the benchmark's to set
-            os.sched_setaffinity(0, {cores[index % len(cores)]})
+        if cpus:  # 0: the calling thread, the pool's own (never the caller's)
+            try:
+                os.sched_setaffinity(0, {cpus[index % len(cpus)]})
+            except OSError:  # that CPU left the allowed set since: run where the scheduler puts it
+                pass
         work(a, passes)
 
     def one() -> None:
