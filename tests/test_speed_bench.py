@@ -131,12 +131,27 @@ def test_machine_reference_pins_each_task_to_its_own_cpu_and_leaves_the_caller(m
     """Unpinned, the scheduler ran the reference's millisecond tasks one after the other on the
     caller's CPU, so the figure read 1x whatever the CPUs did: each task pins its pool thread."""
     calls: list[tuple[int, int, set[int]]] = []  # (thread, pid argument, mask)
+    first: dict[int, str] = {}  # thread -> what it did first: "pin" or "work"
+    real_sqrt = bench.np.sqrt
+
+    def pin(pid: int, mask: set[int]) -> None:
+        first.setdefault(threading.get_ident(), "pin")
+        calls.append((threading.get_ident(), pid, set(mask)))
+
+    def sqrt(*args, **kwargs):
+        first.setdefault(threading.get_ident(), "work")
+        return real_sqrt(*args, **kwargs)
+
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 5, 7})  # three CPUs, none of them real
-    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, mask: calls.append((threading.get_ident(), pid, set(mask))))
+    monkeypatch.setattr(os, "sched_setaffinity", pin)
     one, many = bench.machine_reference(4)
     one()
     assert calls == []
+    first.clear()
+    monkeypatch.setattr(bench.np, "sqrt", sqrt)
     many()
+    monkeypatch.setattr(bench.np, "sqrt", real_sqrt)
+    assert set(first.values()) == {"pin"}  # every pool thread pinned before its first square root
     assert sorted(min(mask) for _, _, mask in calls) == [3, 3, 5, 7]  # four tasks over three CPUs
     assert all(len(mask) == 1 for _, _, mask in calls)
     assert all(pid == 0 for _, pid, _ in calls)  # each pins the thread it runs in, not the process
