@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -256,13 +257,15 @@ def test_progress_names_every_family(tmp_path: Path, monkeypatch) -> None:
 # ---- 6. serial and pytest-xdist runs give the same verdicts -------------------------------------
 
 
-def _pytest(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def _pytest(tmp_path: Path, *extra: str, backends: tuple[str, ...] = ("oracle",)) -> subprocess.CompletedProcess:
+    named = [arg for backend in backends for arg in ("--backend", backend)]
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "mxgate.conformance.test_vectors",
-           "mxgate.conformance.test_elements", "--backend", "oracle", "--tier", "quick", "-q",
+           "mxgate.conformance.test_elements", *named, "--tier", "quick", "-q",
            "-p", "no:cacheprovider", *extra]
     if not any(ep.value == "mxgate.conformance.plugin" for ep in entry_points(group="pytest11")):
         cmd[3:3] = ["-p", "mxgate.conformance.plugin"]
-    env = dict(os.environ, MXGATE_HYPOTHESIS_PROFILE="mxgate-ci", PYTHONPATH=str(REPO))
+    path = os.pathsep.join([str(REPO / "tests" / "user_backends"), str(REPO)])
+    env = dict(os.environ, MXGATE_HYPOTHESIS_PROFILE="mxgate-ci", PYTHONPATH=path)
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -273,12 +276,24 @@ def _verdicts(path: Path) -> list[tuple]:
 
 @pytest.mark.slow
 def test_xdist_gives_the_same_verdicts_as_a_serial_run(tmp_path: Path) -> None:
-    serial = _pytest(tmp_path, "--mxgate-json", "serial.json", "--junitxml", "serial.xml")
+    """Two backends, serial and under ``-n 2 --dist loadgroup``: the same verdicts and node ids,
+    and each backend's cells on one worker (which then starts that backend once)."""
+    backends = ("oracle", "user_kernels:GoodFunctions")
+    serial = _pytest(tmp_path, "--mxgate-json", "serial.json", "--junitxml", "serial.xml", backends=backends)
     assert serial.returncode == 0, serial.stdout[-3000:] + serial.stderr[-3000:]
-    parallel = _pytest(tmp_path, "-n", "2", "--mxgate-json", "xdist.json", "--mxgate-md", "xdist.md")
+    parallel = _pytest(tmp_path, "-n", "2", "--dist", "loadgroup", "-vv", "--mxgate-json", "xdist.json",
+                       "--mxgate-md", "xdist.md", backends=backends)
     assert parallel.returncode == 0, parallel.stdout[-3000:] + parallel.stderr[-3000:]
     a, b = _verdicts(tmp_path / "serial.json"), _verdicts(tmp_path / "xdist.json")
     assert a and a == b
+    assert {row[0] for row in a} == set(backends)
+    workers: dict[str, set[str]] = {}
+    for line in parallel.stdout.splitlines():
+        found = re.match(r"\[(gw\d+)\] .*(PASSED|XFAIL|SKIPPED) \S+@mxgate-backend-(\S+)$", line.rstrip())
+        if found:
+            workers.setdefault(found[3], set()).add(found[1])
+    assert set(workers) == set(backends), parallel.stdout[-3000:]
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
     assert "mxgate conformance matrix" in parallel.stdout
     md = (tmp_path / "xdist.md").read_text()
     assert md.startswith("# mxgate conformance matrix") and "| oracle | e2m1.encode |" in md

@@ -430,6 +430,7 @@ def implements(config: pytest.Config, name: str, op: str) -> bool:
     return status is None or status["described"] is None or str(op) in status["described"].ops
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tier = config.getoption("--tier")
     device = config.getoption("--device")
@@ -443,11 +444,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         keep = set(map(id, dropped))
         items[:] = [item for item in items if id(item) not in keep]
+    group = _group_by_backend(config, items)
     for item in items:
+        if group and _backend_of(item) is not None and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(BACKEND_GROUP + _backend_of(item)))
         if item.get_closest_marker("exhaustive") and tier != "exhaustive":
             item.add_marker(pytest.mark.skip(reason="exhaustive tier only (--tier exhaustive)"))
         if item.get_closest_marker("gpu") and device != "cuda":
             item.add_marker(pytest.mark.skip(reason="not supported here: needs --device cuda"))
+
+
+BACKEND_GROUP = "mxgate-backend-"  # xdist_group name of a backend's cells; xdist appends "@" + it to node ids
+
+
+def _reported_nodeid(item: pytest.Item) -> str:
+    """The node id without the backend's xdist group, so that reports read the same with or without it."""
+    backend = _backend_of(item)
+    return item.nodeid.removesuffix(f"@{BACKEND_GROUP}{backend}") if backend is not None else item.nodeid
+
+
+def _group_by_backend(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Under pytest-xdist's ``--dist loadgroup`` with several backends, each backend's cells go to
+    one worker, which then starts that backend once instead of every worker starting it."""
+    # an xdist worker has dist "no" and the flag xdist sets from the controller's --dist
+    if not (getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup"):
+        return False
+    return len({_backend_of(item) for item in items} - {None}) > 1
 
 
 @pytest.fixture(scope="session")
@@ -498,7 +520,7 @@ def _attach(node: pytest.Item, backend: str, op: str, config_id: str, verdict: V
         "first_mismatch": list(verdict.first_mismatch) if verdict.first_mismatch is not None else None,
         "seed": seed, "profile": profile, "hypothesis_profile": hypothesis_settings.current(),
         "known": known, "expected_failure": expected,
-        "nodeid": node.nodeid, "index": sum(1 for k, _ in node.user_properties if k == PROPERTY),
+        "nodeid": _reported_nodeid(node), "index": sum(1 for k, _ in node.user_properties if k == PROPERTY),
     }
     node.user_properties.append((PROPERTY, json.dumps(row, sort_keys=True)))
     node.user_properties.append(("verdict", f"{op}/{config_id}: {verdict.verdict}"))
