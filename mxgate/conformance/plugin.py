@@ -446,8 +446,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if id(item) not in keep]
     group = _group_by_backend(config, items)
     for item in items:
-        if group and _backend_of(item) is not None and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(BACKEND_GROUP + _backend_of(item)))
+        backend = _backend_of(item)
+        if group and backend is not None and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(BACKEND_GROUP + backend))
         if item.get_closest_marker("exhaustive") and tier != "exhaustive":
             item.add_marker(pytest.mark.skip(reason="exhaustive tier only (--tier exhaustive)"))
         if item.get_closest_marker("gpu") and device != "cuda":
