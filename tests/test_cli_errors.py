@@ -332,7 +332,7 @@ def test_profiles_head_1(work: Path) -> None:
 
 @pytest.mark.parametrize("argv", [("profiles",), ("profiles", "argmin"), ("profiles", "--json"),
                                   EXPLAIN,
-                                  ("sweep", "e2m1", "--chunks", "1", "--workers", "1", "--quiet")])
+                                  ("sweep", "e2m1", "--chunks", "1", "--workers", "1", "--quiet"), ("--version",)])
 def test_pipe_closed_before_any_output(work: Path, argv: tuple[str, ...]) -> None:
     """The reader is gone before the first write: always the closed-pipe path, 141, silent.
     Small outputs (``profiles argmin``) sit in the buffer until exit: still 141."""
